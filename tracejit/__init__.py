@@ -1,0 +1,63 @@
+"""tracejit: PyTorch-style eager tensors and autograd, traced into fused kernels.
+
+    import tracejit as tj
+    x = tj.randn(4, 3, requires_grad=True)
+    (x.tanh() * 2).sum().backward()
+"""
+from __future__ import annotations
+
+import warnings as _warnings
+
+from . import ops  # noqa: F401  (registers the op table first)
+from . import dtypes as _dtypes
+from .dtypes import dtype
+from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye, from_numpy,
+                     full, full_like, initial_seed, linspace, manual_seed, ones, ones_like, rand,
+                     rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like)
+from .tensor.functional import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
+                                broadcast_to, cat, chunk, clamp, clone, concat, cos, div, dot, eq,
+                                equal, erf, exp, expand, flatten, flip, floor, floor_divide,
+                                gather, ge, gt, index_select, isclose, isfinite, isnan, le, log,
+                                log1p, log_softmax, logical_and, logical_not, logical_or,
+                                logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
+                                minimum, mm, mul, narrow, ne, neg, nonzero, norm, outer, permute,
+                                pow, prod, relu, remainder, repeat, reshape, rsqrt, sigmoid,
+                                sign, sin, softmax, split, sqrt, square, squeeze, stack, std, sub,
+                                sum, t, tanh, transpose, unbind, unsqueeze, var, where)
+from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import autograd, nn, optim  # noqa: E402
+
+bool = _dtypes.bool_
+float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
+int32, int64 = _dtypes.int32, _dtypes.int64
+float, double, half, long = float32, float64, float16, int64
+
+clip = clamp
+multiply, divide, subtract, true_divide, absolute = mul, div, sub, div, abs
+
+# numpy's floating-point warnings from inside tracejit's own kernels (log(0) = -inf,
+# 0/0 = nan) are results, as in PyTorch, not problems to report
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.|$)")
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()
+
+
+class cuda:
+    """CUDA availability (the CUDA backend arrives with the numba_cuda backend)."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,149 @@
+"""The backward engine: runs a backward graph iteratively in dependency order.
+
+Used by `Tensor.backward`, `autograd.backward` and `autograd.grad`. Iterative
+(no recursion), so a 100,000-op chain is fine; frees saved tensors after use
+unless `retain_graph`.
+"""
+from __future__ import annotations
+
+from .grad_mode import STATE
+from .node import AccumulateGrad
+
+
+def _root_edge(t):
+    if t.grad_fn is not None:
+        return t.grad_fn, t._output_nr
+    if t.requires_grad:
+        return t._grad_accumulator(), 0
+    raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+
+
+def _discover(roots, targets):
+    """Dependency counts of every reachable node, and the nodes that lead to a target.
+
+    `targets` is None for backward() (every node runs) or the set of nodes whose
+    gradients autograd.grad captures (only nodes leading to one need to run).
+    """
+    deps = {}
+    needed = None if targets is None else {}
+    seen = set()
+    for root in roots:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root._edges))]
+        while stack:
+            node, it = stack[-1]
+            for edge in it:
+                if edge is None or edge[0] is None:
+                    continue
+                child = edge[0]
+                deps[child] = deps.get(child, 0) + 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append((child, iter(child._edges)))
+                    break
+            else:
+                stack.pop()
+                if needed is not None:
+                    needed[node] = node in targets or any(
+                        e is not None and e[0] is not None and needed.get(e[0], False)
+                        for e in node._edges)
+    return deps, needed
+
+
+def _anomaly_check(node, grads):
+    import numpy as np
+
+    for i, g in enumerate(grads):
+        if g is not None and g.dtype.is_floating_point and np.isnan(g._data).any():
+            where = node._where
+            origin = f" The forward op '{where[0]}' ran at {where[1]}." if where else ""
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                               f"output.{origin}")
+
+
+def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
+                 capture: dict | None = None, accumulate: bool = True):
+    """Propagate `root_grads` from `roots` ((node, output_nr) pairs).
+
+    capture: {(node, output_nr): slot} — gradients arriving there are returned in a
+    list by slot (autograd.grad); accumulate=False skips AccumulateGrad nodes.
+    """
+    from ..tensor import functional as F
+
+    buffers: dict = {}
+    for (node, nr), g in zip(roots, root_grads):
+        buf = buffers.setdefault(node, [None] * node.num_outputs)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+    targets = None if capture is None else {n for n, _ in capture}
+    root_nodes = list(dict.fromkeys(n for n, _ in roots))
+    deps, needed = _discover(root_nodes, targets if not accumulate else None)
+    results = [None] * (len(capture) if capture else 0)
+    ready = [n for n in root_nodes if deps.get(n, 0) == 0]
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    try:
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, None) or [None] * node.num_outputs
+            if node._pre_hooks or node._retain:
+                grads = _run_tensor_hooks(node, grads)
+            if capture:
+                for nr, g in enumerate(grads):
+                    slot = capture.get((node, nr))
+                    if slot is not None:
+                        results[slot] = g
+            run = (needed is None or needed.get(node, False)) and any(
+                g is not None for g in grads)
+            if type(node) is AccumulateGrad:
+                if run and accumulate:
+                    node.apply(grads)
+                continue
+            if run:
+                in_grads = node.apply(grads)
+                if STATE.anomaly:
+                    _anomaly_check(node, in_grads)
+                if node._post_hooks:
+                    for hook in list(node._post_hooks.values()):
+                        hook(in_grads, grads)
+            else:
+                in_grads = ()
+            if not retain_graph:
+                node.release()
+            for i, edge in enumerate(node._edges):
+                if edge is None or edge[0] is None:
+                    continue
+                child, nr = edge
+                g = in_grads[i] if i < len(in_grads) else None
+                if g is not None:
+                    buf = buffers.get(child)
+                    if buf is None:
+                        buf = buffers[child] = [None] * child.num_outputs
+                    buf[nr] = g if buf[nr] is None else F.add(buf[nr], g)
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    ready.append(child)
+    finally:
+        STATE.grad_enabled = prev_mode
+    return results
+
+
+def _run_tensor_hooks(node, grads):
+    grads = list(grads)
+    for nr, g in enumerate(grads):
+        if g is None:
+            continue
+        if node._pre_hooks and nr in node._pre_hooks:
+            for hook in list(node._pre_hooks[nr].values()):
+                r = hook(g)
+                if r is not None:
+                    g = r
+            grads[nr] = g
+        if node._retain and nr in node._retain:
+            t = node._retain[nr]()
+            if t is not None:
+                gd = g if STATE.grad_enabled else g.detach()
+                t.grad = gd.clone() if t.grad is None else t.grad + gd
+    return grads

@@ -1,0 +1,76 @@
+"""Grad mode: the global switch eager dispatch reads before recording a node."""
+from __future__ import annotations
+
+import functools
+
+
+class _State:
+    __slots__ = ("grad_enabled", "anomaly", "capture")
+
+    def __init__(self):
+        self.grad_enabled = True
+        self.anomaly = False
+        self.capture = None  # the active trace recorder, if any (see tracejit.capture)
+
+
+STATE = _State()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops record autograd history (`tj.is_grad_enabled()`)."""
+    return STATE.grad_enabled
+
+
+class _GradModeContext:
+    """Context manager and decorator that sets grad mode, restoring it on exit."""
+
+    mode: bool
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = STATE.grad_enabled
+            STATE.grad_enabled = mode
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                STATE.grad_enabled = prev
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Disable gradient recording: `with tj.no_grad(): ...` or `@tj.no_grad()`."""
+
+    mode = False
+
+
+class enable_grad(_GradModeContext):
+    """Enable gradient recording inside a `no_grad` region."""
+
+    mode = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """Set grad mode to `mode`; takes effect immediately, like PyTorch's."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode
+
+    def __enter__(self):
+        pass
+
+    def __call__(self, fn):
+        STATE.grad_enabled = self._prev  # used as a decorator: only the call changes mode
+        return super().__call__(fn)

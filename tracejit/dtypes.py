@@ -1,0 +1,127 @@
+"""dtypes and PyTorch's type-promotion rules.
+
+Read by the tensor frontend (every op's result dtype) and by the op table's
+dtype rules, so eager execution and tracing promote identically.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class dtype:
+    """A tensor element type: `tj.float32`, `tj.int64`, ... (PyTorch's names)."""
+
+    __slots__ = ("name", "np", "category", "itemsize", "short")
+
+    def __init__(self, name: str, np_dtype, category: int, short: str):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category  # 0 bool, 1 integer, 2 floating
+        self.itemsize = self.np.itemsize
+        self.short = short  # used by IR dumps: f32, i64, b8
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.category == 2
+
+    def __repr__(self) -> str:
+        return f"tracejit.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+bool_ = dtype("bool", np.bool_, 0, "b8")
+int32 = dtype("int32", np.int32, 1, "i32")
+int64 = dtype("int64", np.int64, 1, "i64")
+float16 = dtype("float16", np.float16, 2, "f16")
+float32 = dtype("float32", np.float32, 2, "f32")
+float64 = dtype("float64", np.float64, 2, "f64")
+
+ALL = (bool_, int32, int64, float16, float32, float64)
+FLOATING = (float16, float32, float64)
+_BY_NP = {d.np: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
+                 "int": int32, "f32": float32, "f64": float64, "f16": float16,
+                 "i32": int32, "i64": int64, "b8": bool_})
+
+default_float = float32
+default_int = int64
+
+
+def from_numpy_dtype(npd) -> dtype:
+    """The tracejit dtype of a numpy dtype; raises TypeError for unsupported ones."""
+    d = _BY_NP.get(npd)
+    if d is None:
+        d = _BY_NP.get(np.dtype(npd))
+        if d is None:
+            raise TypeError(
+                f"numpy dtype {np.dtype(npd)} is not supported; tracejit tensors hold "
+                f"{', '.join(x.name for x in ALL)}")
+    return d
+
+
+def as_dtype(x) -> dtype:
+    """Accept a tracejit dtype, a numpy dtype/type, a Python type or a name."""
+    if isinstance(x, dtype):
+        return x
+    if x is float:
+        return float32
+    if x is int:
+        return int64
+    if x is bool:
+        return bool_
+    if isinstance(x, str):
+        if x in _BY_NAME:
+            return _BY_NAME[x]
+        raise TypeError(f"unknown dtype name {x!r}")
+    return from_numpy_dtype(np.dtype(x))
+
+
+def _higher(a: dtype, b: dtype) -> dtype:
+    """Promotion of two dtypes of equal priority (PyTorch's promote_types)."""
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    return a if a.itemsize >= b.itemsize else b
+
+
+_SCALAR_DTYPE = {bool: bool_, int: int64, float: float32}
+
+
+def result_type(*operands) -> dtype:
+    """PyTorch's result type: dimensioned tensors first, then 0-dim tensors, then
+    Python scalars; a lower-priority operand only matters if its category is higher.
+
+    Each operand is a Tensor-like (with `.dtype` and `.ndim`) or a Python scalar.
+    """
+    tiers: list[dtype | None] = [None, None, None]
+    for x in operands:
+        t = type(x)
+        if t in _SCALAR_DTYPE:
+            d, tier = _SCALAR_DTYPE[t], 2
+        elif t is np.bool_ or t is np.float64 or t is np.float32 or isinstance(x, np.generic):
+            d, tier = _SCALAR_DTYPE[type(x.item())], 2
+        else:
+            d, tier = x.dtype, (1 if x.ndim == 0 else 0)
+        cur = tiers[tier]
+        tiers[tier] = d if cur is None else _higher(cur, d)
+    return _combine(tiers[0], _combine(tiers[1], tiers[2]))
+
+
+def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
+    """Merge a higher-priority tier with a lower one (PyTorch's combine_categories)."""
+    if higher is None:
+        return lower
+    if lower is None or higher.category == 2:
+        return higher
+    if higher.category == 0 or lower.category == 2:
+        return _higher(higher, lower)
+    return higher
+
+
+def to_float(d: dtype) -> dtype:
+    """The dtype an op that needs floating point computes in (int -> float32)."""
+    return d if d.category == 2 else default_float

@@ -1,0 +1,69 @@
+"""Creation and random primitives (no tensor inputs).
+
+Tracing records them as ops, so a traced `randn` stays random on every call.
+The generator is numpy's PCG64, seeded by `tj.manual_seed`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import AVal, CREATION, RANDOM, register
+
+
+class _Generator:
+    __slots__ = ("rng", "seed")
+
+    def __init__(self):
+        self.manual_seed(np.random.SeedSequence().entropy % (1 << 63))
+
+    def manual_seed(self, seed: int):
+        self.seed = int(seed)
+        self.rng = np.random.Generator(np.random.PCG64(self.seed))
+        return self
+
+
+GENERATOR = _Generator()
+
+
+def _full(shape, value, dtype):
+    return np.full(shape, value, dtype.np)
+
+
+def _arange(start, end, step, dtype):
+    return np.arange(start, end, step, dtype=dtype.np)
+
+
+def _rand(shape, dtype):
+    return GENERATOR.rng.random(shape, dtype=np.float64 if dtype.np == np.float64
+                                else np.float32).astype(dtype.np, copy=False)
+
+
+def _randn(shape, dtype):
+    return GENERATOR.rng.standard_normal(shape, dtype=np.float64 if dtype.np == np.float64
+                                         else np.float32).astype(dtype.np, copy=False)
+
+
+def _randint(low, high, shape, dtype):
+    return GENERATOR.rng.integers(low, high, shape).astype(dtype.np, copy=False)
+
+
+def _infer_shape(shape, *a, dtype, **k):
+    return AVal(tuple(shape), dtype)
+
+
+def _infer_arange(start, end, step, dtype):
+    n = max(0, int(np.ceil((end - start) / step)))
+    return AVal((n,), dtype)
+
+
+register("full", CREATION, _full, lambda shape, value, dtype: AVal(tuple(shape), dtype), arity=0)
+register("arange", CREATION, _arange, _infer_arange, arity=0)
+register("eye", CREATION, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),
+         lambda n, m, dtype: AVal((n, m), dtype), arity=0)
+register("linspace", CREATION, lambda start, end, steps, dtype: np.linspace(
+    start, end, steps, dtype=dtype.np), lambda start, end, steps, dtype: AVal((steps,), dtype),
+    arity=0)
+register("rand", RANDOM, _rand, lambda shape, dtype: AVal(tuple(shape), dtype), arity=0)
+register("randn", RANDOM, _randn, lambda shape, dtype: AVal(tuple(shape), dtype), arity=0)
+register("randint", RANDOM, _randint,
+         lambda low, high, shape, dtype: AVal(tuple(shape), dtype), arity=0)

@@ -1,0 +1,176 @@
+"""Elementwise primitives: numpy impl, dtype rule, vjp and scalar expression.
+
+`expr` is the per-element expression the code generators emit, with the
+inputs as {0}, {1}, ...; vjp rules are written in tracejit ops (module F).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
+from .rules import aval_of, infer_elementwise
+
+F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are loaded
+
+
+def needs_grad(x) -> bool:
+    return getattr(x, "requires_grad", False)
+
+
+def _unary(name, impl, expr, vjp=None, rule=FLOAT, saves=(0,), save_out=False, **kw):
+    return register(name, ELEMENTWISE, impl, infer_elementwise(name, rule), vjp,
+                    saves=saves if not save_out else (), save_out=save_out, expr=expr,
+                    dtype_rule=rule, arity=1, **kw)
+
+
+def _binary(name, impl, expr, vjp=None, rule=PROMOTE, saves=(0, 1), save_out=False, **kw):
+    return register(name, ELEMENTWISE, impl, infer_elementwise(name, rule), vjp,
+                    saves=saves, save_out=save_out, expr=expr, dtype_rule=rule, arity=2, **kw)
+
+
+def _sigmoid(x, out=None):
+    r = np.tanh(np.multiply(x, 0.5, out=out), out=out)
+    r = np.multiply(r, 0.5, out=r)
+    return np.add(r, 0.5, out=r)
+
+
+def _relu(x, out=None):
+    return np.maximum(x, 0, out=out)
+
+
+def _rsqrt(x, out=None):
+    r = np.sqrt(x, out=out)
+    return np.divide(1, r, out=r)
+
+
+_erf_ufunc = None
+
+
+def _erf(x, out=None):
+    """erf through a Numba ufunc over libm's erf (numpy has none)."""
+    global _erf_ufunc
+    if _erf_ufunc is None:
+        import numba
+
+        _erf_ufunc = numba.vectorize(["float32(float32)", "float64(float64)"])(math.erf)
+    x = np.asarray(x)
+    if x.dtype == np.float16:
+        return _erf_ufunc(x.astype(np.float32)).astype(np.float16)
+    return _erf_ufunc(x, out=out) if out is not None else _erf_ufunc(x)
+
+
+def _clamp(x, min=None, max=None, out=None):
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    if min is None:
+        return np.minimum(x, max, out=out)
+    if max is None:
+        return np.maximum(x, min, out=out)
+    return np.clip(x, min, max, out=out)
+
+
+def _inside(x, lo, hi):
+    """Mask of elements clamp passes through unchanged (where its gradient is 1)."""
+    if lo is None:
+        return x <= hi
+    if hi is None:
+        return x >= lo
+    return (x >= lo) & (x <= hi)
+
+
+def _cast(x, dtype, out=None):
+    return x.astype(dtype.np)
+
+
+def _infer_cast(x, dtype):
+    return AVal(aval_of(x).shape, dtype)
+
+
+def _infer_clamp(x, min=None, max=None):
+    a = aval_of(x)
+    return AVal(a.shape, infer_elementwise("clamp", PROMOTE)(x, *(v for v in (min, max) if v is not None)).dtype)
+
+
+def _where(cond, a, b, out=None):
+    return np.where(cond, a, b)
+
+
+def _infer_where(cond, a, b):
+    from .rules import broadcast_shapes, elementwise_dtypes
+
+    shape = broadcast_shapes("where", aval_of(cond).shape, aval_of(a).shape, aval_of(b).shape)
+    return AVal(shape, elementwise_dtypes(PROMOTE, (a, b))[1])
+
+
+# ---- unary -------------------------------------------------------------------------------
+_unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=())
+_unary("abs", np.abs, "abs({0})", lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
+_unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True)
+_unary("log", np.log, "math.log({0})", lambda g, out, x: (g / x,))
+_unary("log1p", np.log1p, "math.log1p({0})", lambda g, out, x: (g / (x + 1),))
+_unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True)
+_unary("rsqrt", _rsqrt, "(1 / math.sqrt({0}))",
+       lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True)
+_unary("sin", np.sin, "math.sin({0})", lambda g, out, x: (g * F.cos(x),))
+_unary("cos", np.cos, "math.cos({0})", lambda g, out, x: (-(g * F.sin(x)),))
+_unary("tanh", np.tanh, "math.tanh({0})", lambda g, out, x: (g * (1 - out * out),), save_out=True)
+_unary("sigmoid", _sigmoid, "(0.5 * math.tanh(0.5 * {0}) + 0.5)",
+       lambda g, out, x: (g * (out * (1 - out)),), save_out=True)
+_unary("relu", _relu, "max({0}, 0)", lambda g, out, x: (g * (out > 0),), rule=PROMOTE,
+       save_out=True)
+_unary("erf", _erf, "math.erf({0})",
+       lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
+_unary("sign", np.sign, "((0 < {0}) - ({0} < 0))", lambda g, out, x: (g * 0,), rule=PROMOTE,
+       saves=())
+_unary("floor", np.floor, "math.floor({0})", lambda g, out, x: (g * 0,), rule=PROMOTE,
+       saves=())
+_unary("logical_not", np.logical_not, "(not {0})", rule=LOGICAL, saves=())
+_unary("isnan", np.isnan, "math.isnan({0})", rule=COMPARE, saves=())
+_unary("isfinite", np.isfinite, "math.isfinite({0})", rule=COMPARE, saves=())
+register("clamp", ELEMENTWISE, _clamp, _infer_clamp,
+         lambda g, out, x, min=None, max=None: (F.where(_inside(x, min, max), g, 0),),
+         saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1)
+register("cast", ELEMENTWISE, _cast, _infer_cast,
+         lambda g, out, x, dtype: (F.cast(g, x.dtype),), saves=(), expr="{0}",
+         dtype_rule="cast", arity=1, grad_name="ToCopyBackward0")
+
+# ---- binary ------------------------------------------------------------------------------
+_binary("add", np.add, "({0} + {1})", lambda g, out, x, y: (g, g), saves=())
+_binary("sub", np.subtract, "({0} - {1})", lambda g, out, x, y: (g, -g), saves=())
+_binary("mul", np.multiply, "({0} * {1})",
+        lambda g, out, x, y: (g * y if needs_grad(x) else None,
+                              g * x if needs_grad(y) else None))
+_binary("div", np.true_divide, "({0} / {1})",
+        lambda g, out, x, y: (g / y if needs_grad(x) else None,
+                              -(g * x) / (y * y) if needs_grad(y) else None), rule=FLOAT)
+
+
+def _pow_vjp(g, out, x, y):
+    gx = g * y * F.pow(x, y - 1) if needs_grad(x) else None
+    gy = g * out * F.log(F.where(x > 0, x, 1)) if needs_grad(y) else None
+    return gx, gy
+
+
+_binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True)
+_binary("maximum", np.maximum, "max({0}, {1})",
+        lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
+_binary("minimum", np.minimum, "min({0}, {1})",
+        lambda g, out, x, y: (F.where(x <= y, g, 0), F.where(x > y, g, 0)))
+_binary("floor_divide", np.floor_divide, "({0} // {1})", saves=())
+_binary("remainder", np.remainder, "({0} % {1})", saves=())
+for _name, _ufunc, _sym in (("lt", np.less, "<"), ("le", np.less_equal, "<="),
+                            ("gt", np.greater, ">"), ("ge", np.greater_equal, ">="),
+                            ("eq", np.equal, "=="), ("ne", np.not_equal, "!=")):
+    _binary(_name, _ufunc, "({0} %s {1})" % _sym, rule=COMPARE, saves=())
+for _name, _ufunc, _sym in (("logical_and", np.logical_and, "and"),
+                            ("logical_or", np.logical_or, "or"),
+                            ("logical_xor", np.logical_xor, "!=")):
+    _binary(_name, _ufunc, "(bool({0}) %s bool({1}))" % _sym, rule=LOGICAL, saves=())
+
+register("where", ELEMENTWISE, _where, _infer_where,
+         lambda g, out, c, a, b: (None, F.where(c, g, 0) if needs_grad(a) else None,
+                                  F.where(c, 0, g) if needs_grad(b) else None),
+         saves=(0,), expr="({1} if {0} else {2})", dtype_rule="where", arity=3)

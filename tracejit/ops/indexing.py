@@ -1,0 +1,119 @@
+"""Indexing primitives: getitem, setitem, their gradients, gather and scatter_add.
+
+An index is a template (ints, slices, None, Ellipsis and `Slot`s); tensors
+used as indices are op inputs in the slots, so tracing sees them as values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import AVal, INDEX, register
+from .rules import aval_of
+
+F = None  # tracejit.tensor.functional, bound by tracejit.ops
+
+
+class Slot:
+    """Position k of the tensor indices among the op's inputs."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"%idx{self.k}"
+
+    def __eq__(self, other):
+        return isinstance(other, Slot) and other.k == self.k
+
+    def __hash__(self):
+        return hash(("slot", self.k))
+
+
+def build_index(index: tuple, arrays) -> tuple:
+    """The numpy index of a template, with tensor slots filled from `arrays`."""
+    if not arrays:
+        return index
+    return tuple(arrays[i.k] if type(i) is Slot else i for i in index)
+
+
+def _getitem(x, *idx, index):
+    return x[build_index(index, idx)]
+
+
+def _infer_getitem(x, *idx, index):
+    a = aval_of(x)
+    probe = np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype.np), a.shape, (0,) * a.ndim)
+    filled = [np.zeros(aval_of(i).shape, aval_of(i).dtype.np) for i in idx]
+    try:
+        r = probe[build_index(index, filled)]
+    except IndexError as e:
+        raise IndexError(f"getitem: {e} (tensor of shape {list(a.shape)})") from None
+    return AVal(r.shape, a.dtype)
+
+
+def _index_scatter(g, *idx, shape, index):
+    """Zeros of `shape` with `g` added at `index` (duplicates accumulate)."""
+    out = np.zeros(shape, g.dtype)
+    full = build_index(index, idx)
+    if idx:
+        np.add.at(out, full, g)
+    else:
+        out[full] = g
+    return out
+
+
+def _setitem(x, v, *idx, index):
+    out = np.array(x, copy=True)
+    out[build_index(index, idx)] = v
+    return out
+
+
+def _setitem_inplace(x, v, *idx, index):
+    x[build_index(index, idx)] = v
+
+
+def _infer_setitem(x, v, *idx, index):
+    return aval_of(x)
+
+
+def _gather(x, index, dim):
+    return np.take_along_axis(x, index, axis=dim)
+
+
+def _scatter_add(src, index, dim, shape):
+    out = np.zeros(shape, src.dtype)
+    pos = list(np.indices(index.shape, sparse=True))
+    pos[dim] = index
+    np.add.at(out, tuple(pos), src)
+    return out
+
+
+def _slot_inputs(n):
+    return (None,) * n
+
+
+register("getitem", INDEX, _getitem, _infer_getitem,
+         lambda g, out, x, *idx, index: (F.index_scatter(g, tuple(x.shape), index, idx),)
+         + _slot_inputs(len(idx)),
+         saves=tuple(range(1, 64)), view=True, grad_name="IndexBackward0", arity=-1)
+register("index_scatter", INDEX, _index_scatter,
+         lambda g, *idx, shape, index: AVal(tuple(shape), aval_of(g).dtype),
+         lambda g, out, x, *idx, shape, index: (F.getitem_raw(g, index, idx),)
+         + _slot_inputs(len(idx)),
+         saves=tuple(range(1, 64)), arity=-1)
+register("setitem", INDEX, _setitem, _infer_setitem,
+         lambda g, out, x, v, *idx, index: (
+             F.setitem_raw(g, 0, index, idx), F.getitem_raw(g, index, idx))
+         + _slot_inputs(len(idx)),
+         saves=tuple(range(2, 64)), inplace=_setitem_inplace, grad_name="IndexPutBackward0",
+         arity=-1)
+register("gather", INDEX, _gather,
+         lambda x, index, dim: AVal(tuple(aval_of(index).shape), aval_of(x).dtype),
+         lambda g, out, x, index, dim: (F.scatter_add(g, index, dim, tuple(x.shape)), None),
+         saves=(1,), arity=2)
+register("scatter_add", INDEX, _scatter_add,
+         lambda src, index, dim, shape: AVal(tuple(shape), aval_of(src).dtype),
+         lambda g, out, src, index, dim, shape: (F.gather(g, index, dim), None),
+         saves=(1,), arity=2)

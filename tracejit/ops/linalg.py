@@ -1,0 +1,48 @@
+"""matmul with numpy's 1-D and batch-broadcasting semantics."""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import AVal, LINALG, register
+from .rules import aval_of, broadcast_shapes, elementwise_dtypes
+
+F = None  # tracejit.tensor.functional, bound by tracejit.ops
+
+
+def _infer_matmul(a, b):
+    x, y = aval_of(a), aval_of(b)
+    if x.ndim == 0 or y.ndim == 0:
+        raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
+                           f"{tuple(x.shape)} and {tuple(y.shape)}")
+    xs = (1,) + tuple(x.shape) if x.ndim == 1 else tuple(x.shape)
+    ys = tuple(y.shape) + (1,) if y.ndim == 1 else tuple(y.shape)
+    if xs[-1] != ys[-2]:
+        raise ValueError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} cannot be "
+                         f"multiplied ({xs[-1]} != {ys[-2]})")
+    batch = broadcast_shapes("matmul", xs[:-2], ys[:-2])
+    shape = batch + ((xs[-2],) if x.ndim > 1 else ()) + ((ys[-1],) if y.ndim > 1 else ())
+    if x.dtype is not y.dtype:
+        raise RuntimeError(f"matmul: expected both arguments to have the same dtype, but got "
+                           f"{x.dtype.name} and {y.dtype.name}")
+    return AVal(shape, elementwise_dtypes("promote", (x, y))[1])
+
+
+def _matmul_vjp(g, out, a, b):
+    need_a, need_b = a.requires_grad, b.requires_grad
+    if a.ndim == 1 and b.ndim == 1:
+        return (g * b if need_a else None, g * a if need_b else None)
+    if a.ndim == 1:
+        ga = F.squeeze(F.matmul(F.unsqueeze(g, -2), F.transpose(b, -1, -2)), -2) if need_a else None
+        gb = F.matmul(F.unsqueeze(a, -1), F.unsqueeze(g, -2)) if need_b else None
+        return ga, gb
+    if b.ndim == 1:
+        ga = F.matmul(F.unsqueeze(g, -1), F.unsqueeze(b, 0)) if need_a else None
+        gb = F.matmul(F.transpose(a, -1, -2), F.unsqueeze(g, -1)) if need_b else None
+        return ga, (F.squeeze(gb, -1) if gb is not None else None)
+    ga = F.matmul(g, F.transpose(b, -1, -2)) if need_a else None
+    gb = F.matmul(F.transpose(a, -1, -2), g) if need_b else None
+    return ga, gb
+
+
+register("matmul", LINALG, np.matmul, _infer_matmul, _matmul_vjp, saves=(0, 1), arity=2,
+         grad_name="MmBackward0")

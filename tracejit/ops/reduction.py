@@ -1,0 +1,124 @@
+"""Reduction primitives over `dim` (None = all) with `keepdim`."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from .registry import AVal, REDUCE, register
+from .rules import aval_of, reduced_shape
+
+F = None  # tracejit.tensor.functional, bound by tracejit.ops
+
+
+def _axis(dim):
+    return dim if dim is None else tuple(dim)
+
+
+def _sum(x, dim=None, keepdim=False):
+    kind = x.dtype.kind
+    return np.sum(x, axis=_axis(dim), keepdims=keepdim,
+                  dtype=np.int64 if kind in "biu" else None)
+
+
+def _mean(x, dim=None, keepdim=False):
+    return np.mean(x, axis=_axis(dim), keepdims=keepdim)
+
+
+def _prod(x, dim=None, keepdim=False):
+    return np.prod(x, axis=_axis(dim), keepdims=keepdim,
+                   dtype=np.int64 if x.dtype.kind in "biu" else None)
+
+
+def _amax(x, dim=None, keepdim=False):
+    _nonempty("amax", x, dim)
+    return np.amax(x, axis=_axis(dim), keepdims=keepdim)
+
+
+def _amin(x, dim=None, keepdim=False):
+    _nonempty("amin", x, dim)
+    return np.amin(x, axis=_axis(dim), keepdims=keepdim)
+
+
+def _argmax(x, dim=None, keepdim=False):
+    _nonempty("argmax", x, dim)
+    if dim is None:
+        r = np.argmax(x)
+        return np.reshape(r, (1,) * x.ndim) if keepdim else np.asarray(r)
+    return np.argmax(x, axis=dim[0], keepdims=keepdim)
+
+
+def _argmin(x, dim=None, keepdim=False):
+    _nonempty("argmin", x, dim)
+    if dim is None:
+        r = np.argmin(x)
+        return np.reshape(r, (1,) * x.ndim) if keepdim else np.asarray(r)
+    return np.argmin(x, axis=dim[0], keepdims=keepdim)
+
+
+def _nonempty(name, x, dim):
+    if x.size == 0 and (dim is None or any(x.shape[d] == 0 for d in dim)):
+        raise RuntimeError(f"{name}(): cannot reduce over a zero-size dimension of a tensor "
+                           f"of shape {list(x.shape)}")
+
+
+def _infer(kind):
+    def infer(x, dim=None, keepdim=False):
+        a = aval_of(x)
+        shape = reduced_shape(a.shape, dim, keepdim)
+        if kind == "sum":
+            d = dt.int64 if a.dtype.category < 2 else a.dtype
+        elif kind == "arg":
+            d = dt.int64
+        elif kind == "bool":
+            d = dt.bool_
+        else:
+            d = a.dtype
+        return AVal(shape, d)
+    return infer
+
+
+def _restore(g, x, dim, keepdim):
+    """Bring a reduced gradient back to x's shape (unsqueeze the reduced dims, expand)."""
+    if not keepdim and dim is not None:
+        g = F.reshape(g, reduced_shape(tuple(x.shape), dim, True))
+    elif not keepdim:
+        g = F.reshape(g, (1,) * x.ndim)
+    return F.expand(g, tuple(x.shape))
+
+
+def _count(x, dim) -> int:
+    n = 1
+    for i, s in enumerate(x.shape):
+        if dim is None or i in dim:
+            n *= s
+    return n
+
+
+def _extreme_vjp(g, out, x, dim=None, keepdim=False):
+    # the gradient is shared evenly between tied extremes, as PyTorch's amax/amin do
+    o = _restore(out, x, dim, keepdim)
+    mask = F.cast(x == o, g.dtype)
+    return (_restore(g, x, dim, keepdim) * mask / F.sum(mask, dim, True),)
+
+
+register("sum", REDUCE, _sum, _infer("sum"),
+         lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim),), saves=(),
+         expr="+")
+register("mean", REDUCE, _mean, _infer("same"),
+         lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim)
+                                                       / _count(x, dim),), saves=(), expr="+")
+register("prod", REDUCE, _prod, _infer("sum"),
+         lambda g, out, x, dim=None, keepdim=False: (
+             _restore(g * out, x, dim, keepdim) / x,), saves=(0,), save_out=True, expr="*")
+register("amax", REDUCE, _amax, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
+         expr="max")
+register("amin", REDUCE, _amin, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
+         expr="min")
+register("argmax", REDUCE, _argmax, _infer("arg"))
+register("argmin", REDUCE, _argmin, _infer("arg"))
+register("any", REDUCE, lambda x, dim=None, keepdim=False: np.any(x, axis=_axis(dim),
+                                                                  keepdims=keepdim),
+         _infer("bool"))
+register("all", REDUCE, lambda x, dim=None, keepdim=False: np.all(x, axis=_axis(dim),
+                                                                  keepdims=keepdim),
+         _infer("bool"))

@@ -1,0 +1,110 @@
+"""The op table: one `OpDef` per primitive, holding every rule about it.
+
+Eager dispatch, autograd, tracing, the IR interpreter and the code generators
+all read these entries; no other module keeps a table keyed by op name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+from .. import dtypes as dt
+
+
+class AVal(NamedTuple):
+    """Abstract value: what a shape rule knows about a tensor."""
+
+    shape: tuple
+    dtype: dt.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+# kinds of op; code generators group ops by kind
+ELEMENTWISE = "elementwise"
+REDUCE = "reduce"
+SHAPE = "shape"        # views and other data movement
+INDEX = "index"
+LINALG = "linalg"
+CREATION = "creation"
+RANDOM = "random"
+
+# how an elementwise op derives its dtypes from its inputs
+PROMOTE = "promote"    # compute and return the promoted dtype
+FLOAT = "float"        # promote, then integers compute in the default float
+COMPARE = "compare"    # compute in the promoted dtype, return bool
+LOGICAL = "logical"    # compute in and return bool
+
+
+@dataclass(eq=False, slots=True)
+class OpDef:
+    """Everything tracejit knows about one primitive.
+
+    impl(*arrays, **attrs) -> ndarray       numpy implementation
+    infer(*avals, **attrs) -> AVal          shape/dtype rule (no data)
+    vjp(g, out, *inputs, **attrs) -> tuple  gradient per input, written in
+        tracejit ops so it runs eagerly, traces into backward graphs and
+        differentiates again for higher-order gradients. Inputs the op does
+        not save arrive as shape/dtype-only stand-ins; `out` is None unless
+        `save_out`.
+    expr                                    scalar expression for elementwise
+        code generators, inputs as {0}, {1}, ...
+    saves / save_out                        which inputs (and whether the output)
+        the vjp reads: these are kept alive and version-checked
+    """
+
+    name: str
+    kind: str
+    impl: Callable[..., Any]
+    infer: Callable[..., AVal]
+    vjp: Callable[..., tuple] | None = None
+    saves: tuple[int, ...] = ()
+    save_out: bool = False
+    expr: str | None = None
+    dtype_rule: str = PROMOTE
+    grad_name: str = ""
+    arity: int = 1
+    view: bool = False           # result may alias the first input's memory
+    inplace: Callable | None = None  # writes into its first array (setitem); else copy back
+    node_cls: type | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"OpDef({self.name})"
+
+
+class OpTable:
+    """Attribute access (`OPS.add`) for speed, item access for names from IR."""
+
+    def __init__(self):
+        self._ops: dict[str, OpDef] = {}
+
+    def __getitem__(self, name: str) -> OpDef:
+        return self._ops[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops
+
+    def __iter__(self):
+        return iter(self._ops.values())
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def declare(self, op: OpDef) -> OpDef:
+        if op.name in self._ops:
+            raise ValueError(f"op {op.name!r} is declared twice")
+        if not op.grad_name:
+            op.grad_name = "".join(p.capitalize() for p in op.name.split("_")) + "Backward0"
+        self._ops[op.name] = op
+        setattr(self, op.name, op)
+        return op
+
+
+OPS = OpTable()
+
+
+def register(name: str, kind: str, impl, infer, vjp=None, **kw) -> OpDef:
+    """Declare a primitive; see `OpDef` for the meaning of each rule."""
+    return OPS.declare(OpDef(name, kind, impl, infer, vjp, **kw))

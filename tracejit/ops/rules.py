@@ -1,0 +1,99 @@
+"""Shape and dtype rules shared by many entries of the op table.
+
+Each raises a clear error naming the op and the offending shapes, which eager
+dispatch reuses to explain a numpy failure.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from .registry import AVal, COMPARE, FLOAT, LOGICAL
+
+
+class Meta:
+    """Shape/dtype stand-in for an input a backward rule needs only the type of."""
+
+    __slots__ = ("shape", "dtype", "requires_grad")
+
+    def __init__(self, shape, dtype, requires_grad=False):
+        self.shape = shape
+        self.dtype = dtype
+        self.requires_grad = requires_grad
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Meta({self.dtype.short}{list(self.shape)})"
+
+
+def aval_of(x) -> AVal:
+    """AVal of a tensor-like or a Python scalar (shape ())."""
+    if isinstance(x, (bool, int, float)):
+        return AVal((), dt.as_dtype(type(x)))
+    return AVal(tuple(x.shape), x.dtype)
+
+
+def broadcast_shapes(op: str, *shapes) -> tuple:
+    """numpy/PyTorch broadcasting of shapes; raises ValueError naming the op."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if len(s) >= -i:
+                d = s[i]
+                if d == 1:
+                    continue
+                if size != 1 and d != size:
+                    raise ValueError(
+                        f"{op}: shapes {' and '.join(str(tuple(x)) for x in shapes)} do not "
+                        f"broadcast (size {size} vs {d} at dimension {i})")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def normalize_dim(dim: int, ndim: int, op: str = "") -> int:
+    """A dim in range(-ndim, ndim) as a non-negative int (0-dim tensors accept 0/-1)."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op + ': ' if op else ''}dimension out of range "
+                         f"(expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def normalize_dims(dim, ndim: int, op: str = "") -> tuple | None:
+    """None (all dims) or a sorted tuple of non-negative dims."""
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        dim = (dim,)
+    dims = tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))
+    return dims if ndim else None
+
+
+def reduced_shape(shape, dims, keepdim: bool) -> tuple:
+    if dims is None:
+        dims = range(len(shape))
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def elementwise_dtypes(rule: str, inputs) -> tuple[dt.dtype, dt.dtype]:
+    """(compute dtype, result dtype) of an elementwise op under PyTorch promotion."""
+    ct = dt.result_type(*inputs)
+    if rule == FLOAT:
+        ct = dt.to_float(ct)
+    elif rule == LOGICAL:
+        return dt.bool_, dt.bool_
+    return ct, (dt.bool_ if rule == COMPARE else ct)
+
+
+def infer_elementwise(name: str, rule: str):
+    """Shape rule of an elementwise op: broadcast shapes, promoted dtype."""
+    def infer(*inputs, **attrs):
+        shapes = [aval_of(x).shape for x in inputs]
+        return AVal(broadcast_shapes(name, *shapes), elementwise_dtypes(rule, inputs)[1])
+    return infer

@@ -1,0 +1,139 @@
+"""Shape primitives: views (reshape, permute, expand, ...), sum_to, cat and clone.
+
+Views alias their input's memory (`view=True`), so in-place writes through
+them reach the base tensor, as in PyTorch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import AVal, ELEMENTWISE, REDUCE, SHAPE, register
+from .rules import aval_of, broadcast_shapes
+
+F = None  # tracejit.tensor.functional, bound by tracejit.ops
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _infer_reshape(x, shape):
+    a = aval_of(x)
+    if _numel(shape) != _numel(a.shape):
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size "
+                           f"{_numel(a.shape)}")
+    return AVal(tuple(shape), a.dtype)
+
+
+def _infer_permute(x, dims):
+    a = aval_of(x)
+    if sorted(dims) != list(range(a.ndim)):
+        raise RuntimeError(f"permute: dims {list(dims)} are not a permutation of the "
+                           f"{a.ndim} dimensions of a tensor of shape {list(a.shape)}")
+    return AVal(tuple(a.shape[d] for d in dims), a.dtype)
+
+
+def _infer_transpose(x, dim0, dim1):
+    a = aval_of(x)
+    s = list(a.shape)
+    s[dim0], s[dim1] = s[dim1], s[dim0]
+    return AVal(tuple(s), a.dtype)
+
+
+def _infer_expand(x, shape):
+    a = aval_of(x)
+    if len(shape) < a.ndim or broadcast_shapes("expand", a.shape, shape) != tuple(shape):
+        raise RuntimeError(f"expand: the expanded size {list(shape)} must match the existing "
+                           f"size {list(a.shape)} at non-singleton dimensions")
+    return AVal(tuple(shape), a.dtype)
+
+
+def _infer_squeeze(x, dims):
+    a = aval_of(x)
+    return AVal(tuple(s for i, s in enumerate(a.shape) if i not in dims), a.dtype)
+
+
+def _infer_unsqueeze(x, dim):
+    a = aval_of(x)
+    s = list(a.shape)
+    s.insert(dim, 1)
+    return AVal(tuple(s), a.dtype)
+
+
+def _sum_to(x, shape):
+    """Sum a broadcast result back down to `shape` (the reverse of broadcasting)."""
+    shape = tuple(shape)
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) if lead > 0 else ()
+    axes += tuple(lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1) \
+        if lead >= 0 else ()
+    r = np.sum(x, axis=axes, keepdims=True) if axes else x
+    return r.reshape(shape)
+
+
+def _infer_sum_to(x, shape):
+    a = aval_of(x)
+    target = tuple(shape)
+    while len(target) > a.ndim and target[0] == 1:  # numpy setitem drops leading ones
+        target = target[1:]
+    if broadcast_shapes("sum_to", a.shape, target) != tuple(a.shape):
+        raise RuntimeError(f"sum_to: shape {list(a.shape)} cannot be summed to {list(shape)}")
+    return AVal(tuple(shape), a.dtype)
+
+
+def _cat(*xs, dim):
+    return np.concatenate(xs, axis=dim)
+
+
+def _infer_cat(*xs, dim):
+    avals = [aval_of(x) for x in xs]
+    first = avals[0]
+    total = 0
+    for a in avals:
+        if a.ndim != first.ndim or any(s != t for i, (s, t) in enumerate(zip(a.shape, first.shape))
+                                       if i != dim):
+            raise RuntimeError(f"cat: sizes of tensors must match except in dimension {dim}; "
+                               f"got shapes {[list(b.shape) for b in avals]}")
+        total += a.shape[dim]
+    s = list(first.shape)
+    s[dim] = total
+    from .rules import elementwise_dtypes
+
+    return AVal(tuple(s), elementwise_dtypes("promote", avals)[1])
+
+
+def _cat_vjp(g, out, *xs, dim):
+    grads, start = [], 0
+    for x in xs:
+        n = x.shape[dim]
+        grads.append(F.narrow(g, dim, start, n))
+        start += n
+    return tuple(grads)
+
+
+def _same(x, *a, **k):
+    return aval_of(x)
+
+
+register("reshape", SHAPE, np.reshape, _infer_reshape,
+         lambda g, out, x, shape: (F.reshape(g, tuple(x.shape)),), view=True,
+         grad_name="ViewBackward0")
+register("permute", SHAPE, np.transpose, _infer_permute,
+         lambda g, out, x, dims: (F.permute(g, tuple(np.argsort(dims).tolist())),), view=True,
+         grad_name="PermuteBackward0")
+register("transpose", SHAPE, np.swapaxes, _infer_transpose,
+         lambda g, out, x, dim0, dim1: (F.transpose(g, dim0, dim1),), view=True)
+register("expand", SHAPE, np.broadcast_to, _infer_expand,
+         lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True)
+register("squeeze", SHAPE, lambda x, dims: np.squeeze(x, axis=dims), _infer_squeeze,
+         lambda g, out, x, dims: (F.reshape(g, tuple(x.shape)),), view=True)
+register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqueeze,
+         lambda g, out, x, dim: (F.squeeze(g, dim),), view=True)
+register("sum_to", REDUCE, _sum_to, _infer_sum_to,
+         lambda g, out, x, shape: (F.expand(g, tuple(x.shape)),), expr="+")
+register("cat", SHAPE, _cat, _infer_cat, _cat_vjp, arity=-1)
+register("clone", ELEMENTWISE, lambda x: np.array(x, copy=True), _same,
+         lambda g, out, x: (g,), expr="{0}", dtype_rule="cast")

@@ -1,0 +1,190 @@
+"""Tensor creation: `tj.tensor`, `zeros`, `randn`, `arange`, `from_numpy`, ...
+
+Creation goes through the op table's creation/random entries so that tracing
+records it (a traced `randn` draws new numbers on every call).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops import OPS
+from ..ops.creation import GENERATOR
+from .dispatch import apply
+from .functional import _shape_arg
+from .tensor import Tensor, _make
+
+
+def check_device(device) -> None:
+    """Only 'cpu' tensors exist until the CUDA backend lands; say so clearly."""
+    if device is None:
+        return
+    name = str(device).split(":")[0]
+    if name == "cpu":
+        return
+    if name == "cuda":
+        raise RuntimeError("CUDA tensors are not available: tracejit found no CUDA device "
+                           "support in this build (tj.cuda.is_available() is False)")
+    raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: "
+                       f"{device}")
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data) -> dt.dtype:
+    """PyTorch's inference for Python data: floats -> float32, ints -> int64."""
+    flat = data
+    while isinstance(flat, (list, tuple)) and flat:
+        flat = flat[0]
+    a = np.asarray(data)
+    if a.dtype.kind == "f":
+        return dt.default_float
+    if a.dtype.kind in "iu":
+        return dt.int64
+    if a.dtype.kind == "b":
+        return dt.bool_
+    raise TypeError(f"can't build a tensor from data of type {type(flat).__name__}")
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor copying `data` (nested lists, numbers, numpy arrays or tensors).
+
+    >>> tj.tensor([[1., 2.], [3., 4.]], requires_grad=True)
+    """
+    check_device(device)
+    if isinstance(data, Tensor):
+        arr = np.array(data._data, copy=True)
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+        dt.from_numpy_dtype(arr.dtype)
+    elif isinstance(data, (list, tuple)) and data and any(isinstance(v, Tensor) for v in data):
+        arr = np.array([np.asarray(v._data if isinstance(v, Tensor) else v) for v in data])
+        arr = arr.astype(_infer_dtype(arr).np if arr.dtype.kind == "f" and dtype is None
+                         else arr.dtype)
+    else:
+        arr = np.array(data, dtype=_infer_dtype(data).np if dtype is None else None)
+    if dtype is not None:
+        arr = arr.astype(dt.as_dtype(dtype).np, copy=False)
+    return _finish(_make(arr), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    if isinstance(data, Tensor) and (dtype is None or data.dtype is dt.as_dtype(dtype)):
+        return data
+    if isinstance(data, np.ndarray) and dtype is None:
+        return from_numpy(data)
+    return tensor(data, dtype, device)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the numpy array `a`."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    dt.from_numpy_dtype(a.dtype)
+    return _make(a)
+
+
+def _dtype(dtype, default=None) -> dt.dtype:
+    return dt.as_dtype(dtype) if dtype is not None else (default or dt.default_float)
+
+
+def _create(op, requires_grad, device, **attrs) -> Tensor:
+    check_device(device)
+    return _finish(apply(op, **attrs), requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if dtype is None:
+        dtype = dt.as_dtype(type(fill_value)) if isinstance(fill_value, (bool, int, float)) \
+            else dt.default_float
+    return _create(OPS.full, requires_grad, device, shape=_shape_arg((size,)),
+                   value=fill_value, dtype=_dtype(dtype))
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _create(OPS.full, requires_grad, device, shape=_shape_arg(size), value=0,
+                   dtype=_dtype(dtype))
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _create(OPS.full, requires_grad, device, shape=_shape_arg(size), value=1,
+                   dtype=_dtype(dtype))
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
+    return _create(OPS.rand, requires_grad, device, shape=_shape_arg(size), dtype=_dtype(dtype))
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
+    return _create(OPS.randn, requires_grad, device, shape=_shape_arg(size), dtype=_dtype(dtype))
+
+
+def randint(low, high=None, size=(), *, dtype=None, device=None) -> Tensor:
+    """Integers uniform in [low, high); `randint(high, size)` is also accepted."""
+    if high is None or (isinstance(high, (tuple, list)) and size == ()):
+        low, high, size = 0, low, high if high is not None else size
+    return _create(OPS.randint, False, device, low=int(low), high=int(high),
+                   shape=_shape_arg((size,)), dtype=_dtype(dtype, dt.int64))
+
+
+def randperm(n, *, dtype=None, device=None) -> Tensor:
+    check_device(device)
+    return _make(GENERATOR.rng.permutation(n).astype(_dtype(dtype, dt.int64).np))
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = dt.default_float if any(isinstance(v, float) for v in (start, end, step)) \
+            else dt.int64
+    return _create(OPS.arange, requires_grad, device, start=start, end=end, step=step,
+                   dtype=_dtype(dtype))
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _create(OPS.linspace, requires_grad, device, start=start, end=end, steps=int(steps),
+                   dtype=_dtype(dtype))
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _create(OPS.eye, requires_grad, device, n=n, m=n if m is None else m,
+                   dtype=_dtype(dtype))
+
+
+def _like(fn):
+    def like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+        return fn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
+                  requires_grad=requires_grad)
+    like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = f"`{fn.__name__}` with the shape (and by default dtype) of `input`."
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+rand_like = _like(rand)
+randn_like = _like(randn)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def manual_seed(seed: int):
+    """Seed tracejit's random generator (rand, randn, randint, dropout, init)."""
+    return GENERATOR.manual_seed(seed)
+
+
+def initial_seed() -> int:
+    return GENERATOR.seed

@@ -1,0 +1,261 @@
+"""Eager dispatch: run an op-table entry on tensors, record autograd history.
+
+Every tensor operation funnels through `apply` (out-of-place) or
+`apply_inplace`; tracing hooks in here too, so what is traced is exactly what
+eager execution does.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..autograd.grad_mode import STATE
+from ..autograd.node import Node, node_class
+from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
+from ..ops.rules import aval_of
+from .tensor import Tensor, _make
+
+_ndarray = np.ndarray
+_from_np = dt._BY_NP
+_SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}
+_PACKAGE_DIR = __file__.rsplit("/", 2)[0]
+
+
+def _compute_dtype(op, args):
+    """The dtype an elementwise op computes in (PyTorch promotion), or None if no cast."""
+    rule = op.dtype_rule
+    if rule is LOGICAL or rule == "cast":
+        return None
+    d = None
+    scalar_cat = -1
+    mixed = False
+    operands = args[1:] if rule == "where" else args
+    for a in operands:
+        if isinstance(a, Tensor):
+            ad = a._data.dtype
+            if d is None:
+                d = ad
+            elif ad != d:
+                mixed = True
+        else:
+            c = _SCALAR_CATEGORY.get(type(a), 2)
+            if c > scalar_cat:
+                scalar_cat = c
+    if d is None:
+        return None
+    if mixed or scalar_cat > 0:
+        ct = dt.result_type(*operands)
+    else:
+        ct = _from_np[d]
+    if rule is FLOAT and ct.category != 2:
+        ct = dt.default_float
+    return ct
+
+
+def _arrays(op, args) -> list:
+    """The numpy operands of an op, cast to its compute dtype where promotion asks."""
+    ct = _compute_dtype(op, args) if op.kind is ELEMENTWISE else None
+    if ct is None:
+        return [a._data if isinstance(a, Tensor) else a for a in args]
+    npd = ct.np
+    first = 1 if op.dtype_rule == "where" else 0  # where's condition keeps its dtype
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            a = a._data
+            if i >= first and a.dtype != npd:
+                a = a.astype(npd)
+        out.append(a)
+    return out
+
+
+def _explain(op, args, attrs, err):
+    """Re-raise a numpy failure as the op's own shape/dtype error when it has one."""
+    try:
+        op.infer(*[aval_of(a) for a in args], **attrs)
+    except (ValueError, TypeError, IndexError, RuntimeError) as clear:
+        raise clear.with_traceback(None) from None
+    raise err
+
+
+def apply(op, *args, **attrs) -> Tensor:
+    """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
+    try:
+        out = op.impl(*_arrays(op, args), **attrs)
+    except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
+        _explain(op, args, attrs, err)
+    if type(out) is not _ndarray:
+        out = np.asarray(out)
+    t = _make(out)
+    if STATE.grad_enabled and op.vjp is not None:
+        for a in args:
+            if isinstance(a, Tensor) and a._rg:
+                if out.dtype.kind == "f":
+                    _record(op, args, attrs, t)
+                break
+    if op.view:
+        _mark_view(op, args[0], attrs, t)
+    if STATE.capture is not None:
+        STATE.capture.record(op, args, attrs, t)
+    return t
+
+
+def counter(t: Tensor) -> list:
+    """The version counter of `t`, shared with its views (made on first need)."""
+    c = t._vc
+    if c is None:
+        c = t._vc = [0]
+    return c
+
+
+def _edge(a: Tensor):
+    fn = a.grad_fn
+    if fn is not None:
+        return (fn, a._output_nr)
+    return (a._grad_accumulator(), 0)
+
+
+def _record(op, args, attrs, out: Tensor) -> Node:
+    edges, saved, versions, metas = [], [], [], []
+    saves = op.saves
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            edges.append(_edge(a) if a._rg else (None, 0))
+            metas.append((a._data.shape, _from_np[a._data.dtype], a._rg))
+            if i in saves:
+                saved.append(a)
+                c = counter(a)
+                versions.append((c, c[0]))
+            else:
+                saved.append(None)
+        else:
+            edges.append(None)
+            metas.append(None)
+            saved.append(a)
+    out_data = None
+    if op.save_out:
+        c = counter(out)
+        versions.append((c, c[0]))
+        out_data = (out._data,)
+    node = node_class(op)(tuple(edges), tuple(saved), tuple(versions), attrs, tuple(metas),
+                          out_data)
+    if STATE.anomaly:
+        node._where = (op.name, user_frame())
+    out._rg = True
+    out.grad_fn = node
+    return node
+
+
+def user_frame() -> str:
+    """file:line of the innermost caller outside the tracejit package."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
+
+
+def _mark_view(op, src: Tensor, attrs, t: Tensor):
+    ob = t._data.base
+    x = src._data
+    if ob is None or not (ob is x or ob is x.base):
+        return
+    if src._base is None:
+        t._base, t._view = src, ((op, attrs),)
+    else:
+        t._base, t._view = src._base, src._view + ((op, attrs),)
+    t._vc = counter(src)
+
+
+# ---- in-place -----------------------------------------------------------------------------
+
+def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
+    """`target.op_(...)`: write op(target, *others) into target's memory.
+
+    Autograd sees the write as a new value of `target` (and, for a view, of its
+    base, through `CopySlices`); the version counter makes stale saved tensors
+    raise at backward.
+    """
+    args = (target,) + others
+    record = STATE.grad_enabled and op.vjp is not None and any(
+        isinstance(a, Tensor) and a._rg for a in args)
+    if record:
+        _check_inplace_allowed(target)
+    if op.inplace is not None:
+        old_data = target._data.copy() if (record and 0 in op.saves) else target._data
+        try:
+            op.inplace(*_arrays(op, args), **attrs)
+        except Exception as err:  # noqa: BLE001
+            _explain(op, args, attrs, err)
+    else:
+        result = apply_no_record(op, args, attrs)
+        _check_inplace_result(op, target, result)
+        old_data = target._data.copy() if (record and 0 in op.saves) else target._data
+        np.copyto(target._data, result, casting="unsafe")
+    counter(target)[0] += 1
+    if record:
+        _rebase_history(op, target, old_data, others, attrs)
+    if STATE.capture is not None:
+        STATE.capture.record_inplace(op, args, attrs, target)
+    return target
+
+
+def apply_no_record(op, args, attrs) -> np.ndarray:
+    try:
+        out = op.impl(*_arrays(op, args), **attrs)
+    except Exception as err:  # noqa: BLE001
+        _explain(op, args, attrs, err)
+    return out if type(out) is _ndarray else np.asarray(out)
+
+
+def _check_inplace_allowed(t: Tensor):
+    if t.grad_fn is None and t._rg:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    base = t._base
+    if base is not None and base.grad_fn is None and base._rg:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+
+
+def _check_inplace_result(op, target: Tensor, result: np.ndarray):
+    if result.shape != target._data.shape:
+        raise RuntimeError(f"{op.name}_: output with shape {list(target._data.shape)} doesn't "
+                           f"match the broadcast shape {list(result.shape)}")
+    rd, td = _from_np[result.dtype], _from_np[target._data.dtype]
+    if rd.category > td.category:
+        raise RuntimeError(f"{op.name}_: result type {rd.name} can't be cast to the desired "
+                           f"output type {td.name}")
+
+
+def _rebase_history(op, target: Tensor, old_data, others, attrs):
+    old = _make(old_data)
+    old._rg, old.grad_fn, old._output_nr = target._rg, target.grad_fn, target._output_nr
+    if old_data is target._data:
+        old._vc = target._vc
+    value = _make(target._data)
+    value._vc = target._vc
+    if value._data.dtype.kind != "f":
+        return
+    _record(op, (old,) + others, attrs, value)
+    base = target._base
+    if base is None:
+        target.grad_fn, target._rg, target._output_nr = value.grad_fn, True, 0
+        return
+    from ..autograd.copy_slices import CopySlices
+
+    node = CopySlices(base, target._view, (value.grad_fn, 0))
+    base.grad_fn, base._rg, base._output_nr = node, True, 0
+    # the view's own history now reads from the rewritten base
+    fresh = _make(base._data)
+    fresh.grad_fn, fresh._rg, fresh._vc = node, True, base._vc
+    prev = STATE.capture
+    STATE.capture = None
+    try:
+        for vop, vattrs in target._view:
+            fresh = apply(vop, fresh, **vattrs)
+    finally:
+        STATE.capture = prev
+    target.grad_fn, target._rg, target._output_nr = fresh.grad_fn, True, 0
+

@@ -1,0 +1,730 @@
+"""Tensor operations: `tj.exp(x)`, `x.exp()`, `x + y`, reductions, shape ops, indexing.
+
+Each operation is defined once here, as a function over the op table's
+primitives (composites such as softmax need no rules of their own); the same
+functions are installed as `Tensor` methods at the bottom of this module.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import sys
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops import OPS, bind_frontend
+from ..ops.indexing import Slot
+from ..ops.rules import normalize_dim, normalize_dims
+from .dispatch import apply, apply_inplace
+from .tensor import Tensor, _make
+
+_FAST = (Tensor, float, int, bool)
+
+
+def _operand(x):
+    """A Tensor or Python scalar from whatever the user passed (numpy values, lists)."""
+    t = type(x)
+    if t in _FAST or isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, (np.ndarray, list, tuple)):
+        from .creation import tensor
+
+        return tensor(x)
+    raise TypeError(f"unsupported operand type {type(x).__name__}; expected a Tensor or a number")
+
+
+def _shape_arg(shape) -> tuple:
+    """Accept f(2, 3), f((2, 3)) and f([2, 3]); ints from 0-d tensors are read."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+# ---- elementwise ---------------------------------------------------------------------------
+def add(input, other, *, alpha=1):
+    """input + alpha * other, broadcasting; `tj.add(x, y)` or `x + y`."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    return apply(OPS.add, _operand(input), _operand(other))
+
+
+def sub(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return apply(OPS.sub, _operand(input), _operand(other))
+
+
+def mul(input, other):
+    return apply(OPS.mul, _operand(input), _operand(other))
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        q = div(input, other)
+        return where(q < 0, neg(floor(neg(q))), floor(q)) if q.is_floating_point() else q
+    return apply(OPS.div, _operand(input), _operand(other))
+
+
+def floor_divide(input, other):
+    return apply(OPS.floor_divide, _operand(input), _operand(other))
+
+
+def remainder(input, other):
+    return apply(OPS.remainder, _operand(input), _operand(other))
+
+
+def pow(input, exponent):
+    return apply(OPS.pow, _operand(input), _operand(exponent))
+
+
+def maximum(input, other):
+    return apply(OPS.maximum, input, _operand(other))
+
+
+def minimum(input, other):
+    return apply(OPS.minimum, input, _operand(other))
+
+
+def where(condition, input=None, other=None):
+    """Elements of input where condition holds, else of other (both broadcast)."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    return apply(OPS.where, _operand(condition), _operand(input), _operand(other))
+
+
+def clamp(input, min=None, max=None):
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return apply(OPS.clamp, input, min=min, max=max)
+
+
+def _unary(op):
+    def fn(input):
+        return apply(op, input)
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"Elementwise {op.name} (op table entry `{op.name}`)."
+    return fn
+
+
+neg = _unary(OPS.neg)
+abs = _unary(OPS.abs)
+exp = _unary(OPS.exp)
+log = _unary(OPS.log)
+log1p = _unary(OPS.log1p)
+sqrt = _unary(OPS.sqrt)
+rsqrt = _unary(OPS.rsqrt)
+sin = _unary(OPS.sin)
+cos = _unary(OPS.cos)
+tanh = _unary(OPS.tanh)
+sigmoid = _unary(OPS.sigmoid)
+relu = _unary(OPS.relu)
+erf = _unary(OPS.erf)
+sign = _unary(OPS.sign)
+floor = _unary(OPS.floor)
+logical_not = _unary(OPS.logical_not)
+isnan = _unary(OPS.isnan)
+isfinite = _unary(OPS.isfinite)
+clone = _unary(OPS.clone)
+
+
+def square(input):
+    return mul(input, input)
+
+
+def _binary(op):
+    def fn(input, other):
+        return apply(op, _operand(input), _operand(other))
+    fn.__name__ = fn.__qualname__ = op.name
+    return fn
+
+
+lt, le, gt, ge, eq, ne = (_binary(OPS[n]) for n in ("lt", "le", "gt", "ge", "eq", "ne"))
+logical_and, logical_or, logical_xor = (_binary(OPS[n]) for n in
+                                        ("logical_and", "logical_or", "logical_xor"))
+less, less_equal, greater, greater_equal, equal_elementwise, not_equal = lt, le, gt, ge, eq, ne
+
+
+def cast(input, dtype) -> Tensor:
+    """input converted to `dtype` (differentiable between floating dtypes)."""
+    dtype = dt.as_dtype(dtype)
+    if input.dtype is dtype:
+        return input
+    return apply(OPS.cast, input, dtype=dtype)
+
+
+def equal(input, other) -> bool:
+    """True if both tensors have the same shape and elements."""
+    return tuple(input.shape) == tuple(other.shape) and bool(np.array_equal(input._data,
+                                                                               other._data))
+
+
+def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> bool:
+    return bool(np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> Tensor:
+    return _make(np.isclose(input._data, _operand(other)._data if isinstance(other, Tensor)
+                            else other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+# ---- reductions ----------------------------------------------------------------------------
+def _reduce(op, input, dim, keepdim):
+    return apply(op, input, dim=normalize_dims(dim, input.ndim, op.name), keepdim=keepdim)
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    """Sum over `dim` (int, tuple or None for all); ints and bools sum to int64."""
+    if dtype is not None:
+        input = cast(input, dtype)
+    return _reduce(OPS.sum, input, dim, keepdim)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = cast(input, dtype)
+    if not input.is_floating_point():
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be a "
+                           f"floating point dtype, got {input.dtype.name}")
+    return _reduce(OPS.mean, input, dim, keepdim)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = cast(input, dtype)
+    return _reduce(OPS.prod, input, dim, keepdim)
+
+
+def amax(input, dim=None, keepdim=False):
+    return _reduce(OPS.amax, input, dim, keepdim)
+
+
+def amin(input, dim=None, keepdim=False):
+    return _reduce(OPS.amin, input, dim, keepdim)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _reduce(OPS.argmax, input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _reduce(OPS.argmin, input, dim, keepdim)
+
+
+def any(input, dim=None, keepdim=False):
+    return _reduce(OPS.any, input, dim, keepdim)
+
+
+def all(input, dim=None, keepdim=False):
+    return _reduce(OPS.all, input, dim, keepdim)
+
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+def _extreme(reduce_op, arg_op, input, dim, keepdim, other):
+    if isinstance(dim, Tensor) or other is not None:
+        return (maximum if reduce_op is OPS.amax else minimum)(input, other if other is not None
+                                                               else dim)
+    if dim is None:
+        return apply(reduce_op, input, dim=None, keepdim=False)
+    d = normalize_dim(dim, input.ndim, reduce_op.name)
+    if input.ndim == 0:
+        return MinMax(input, _make(np.zeros((), np.int64)))
+    idx = apply(arg_op, input, dim=(d,), keepdim=True)
+    values = gather(input, idx, d)
+    if not keepdim:
+        values, idx = squeeze(values, d), squeeze(idx, d)
+    return MinMax(values, idx)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):
+    """max over all elements, or `(values, indices)` along `dim`, or max(a, b) elementwise."""
+    return _extreme(OPS.amax, OPS.argmax, input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim=False, *, other=None):
+    return _extreme(OPS.amin, OPS.argmin, input, dim, keepdim, other)
+
+
+def _count(input, dim) -> int:
+    dims = normalize_dims(dim, input.ndim)
+    n = 1
+    for i, s in enumerate(input.shape):
+        if dims is None or i in dims:
+            n *= s
+    return n
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance with Bessel's correction by default (PyTorch's `correction=1`)."""
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    centered = input - mean(input, dim, keepdim=True)
+    return sum(centered * centered, dim, keepdim) / builtins.max(_count(input, dim) - correction,
+                                                                  0)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+
+def norm(input, p="fro", dim=None, keepdim=False):
+    """Vector p-norm (2 by default) over `dim` or all elements."""
+    if p in ("fro", 2, 2.0):
+        return sqrt(sum(input * input, dim, keepdim))
+    if p in (math.inf, float("inf")):
+        return amax(abs(input), dim, keepdim)
+    if p == 1:
+        return sum(abs(input), dim, keepdim)
+    return pow(sum(pow(abs(input), p), dim, keepdim), 1.0 / p)
+
+
+def logsumexp(input, dim, keepdim=False):
+    m = amax(input, dim, keepdim=True).detach()
+    m = where(isfinite(m), m, 0.0)
+    out = log(sum(exp(input - m), dim, keepdim=True)) + m
+    return out if keepdim else squeeze(out, dim)
+
+
+def softmax(input, dim, dtype=None):
+    """exp(x) / sum(exp(x)) along `dim`, computed stably."""
+    if dtype is not None:
+        input = cast(input, dtype)
+    e = exp(input - amax(input, dim, keepdim=True).detach())
+    return e / sum(e, dim, keepdim=True)
+
+
+def log_softmax(input, dim, dtype=None):
+    if dtype is not None:
+        input = cast(input, dtype)
+    shifted = input - amax(input, dim, keepdim=True).detach()
+    return shifted - log(sum(exp(shifted), dim, keepdim=True))
+
+
+# ---- shape ---------------------------------------------------------------------------------
+def _infer_size(shape, numel):
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        i = shape.index(-1)
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+        shape[i] = numel // known
+    return tuple(shape)
+
+
+def reshape(input, *shape):
+    return apply(OPS.reshape, input, shape=_infer_size(_shape_arg(shape), input.numel()))
+
+
+def view(input, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (dt.dtype, type)):
+        raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
+    if not input._data.flags.c_contiguous and input.ndim > 1:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride; "
+                           "use .reshape(...) instead.")
+    return reshape(input, *shape)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, 1)
+    s = normalize_dim(start_dim, input.ndim)
+    e = normalize_dim(end_dim, input.ndim)
+    shape = tuple(input.shape)
+    return reshape(input, shape[:s] + (-1,) + shape[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    d = normalize_dim(dim, input.ndim)
+    shape = tuple(input.shape)
+    return reshape(input, shape[:d] + tuple(sizes) + shape[d + 1:])
+
+
+def permute(input, *dims):
+    dims = tuple(normalize_dim(d, input.ndim, "permute") for d in _shape_arg(dims))
+    return apply(OPS.permute, input, dims=dims)
+
+
+def transpose(input, dim0, dim1):
+    n = input.ndim
+    d0, d1 = normalize_dim(dim0, n, "transpose"), normalize_dim(dim1, n, "transpose")
+    if n < 2 and d0 == d1:
+        return input
+    return apply(OPS.transpose, input, dim0=d0, dim1=d1)
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                           f"{input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+def unsqueeze(input, dim):
+    return apply(OPS.unsqueeze, input, dim=normalize_dim(dim, input.ndim + 1, "unsqueeze"))
+
+
+def squeeze(input, dim=None):
+    shape = tuple(input.shape)
+    if dim is None:
+        dims = tuple(i for i, s in enumerate(shape) if s == 1)
+    else:
+        dims = tuple(d for d in normalize_dims(dim, input.ndim, "squeeze") or () if shape[d] == 1)
+    if not dims:
+        return apply(OPS.reshape, input, shape=shape)
+    return apply(OPS.squeeze, input, dims=dims)
+
+
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
+                           f"or equal to the number of dimensions in the tensor ({input.ndim})")
+    shape = tuple(input.shape)
+    sizes = tuple(shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+    return apply(OPS.expand, input, shape=sizes)
+
+
+def expand_as(input, other):
+    return expand(input, tuple(other.shape))
+
+
+def broadcast_to(input, shape):
+    return expand(input, tuple(shape))
+
+
+def sum_to(input, shape):
+    """Sum a broadcast tensor back down to `shape` (used by gradients of broadcasting)."""
+    shape = tuple(shape)
+    if tuple(input.shape) == shape:
+        return input
+    return apply(OPS.sum_to, input, shape=shape)
+
+
+def sum_to_size(input, *size):
+    return sum_to(input, _shape_arg(size))
+
+
+def repeat(input, *repeats):
+    """Tile like PyTorch's `repeat` (numpy's `tile`), through expand and reshape."""
+    reps = _shape_arg(repeats)
+    if len(reps) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    shape = (1,) * (len(reps) - input.ndim) + tuple(input.shape)
+    x = reshape(input, tuple(v for s in shape for v in (1, s)))
+    x = expand(x, tuple(v for r, s in zip(reps, shape) for v in (r, s)))
+    return reshape(x, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def narrow(input, dim, start, length):
+    d = normalize_dim(dim, input.ndim, "narrow")
+    index = (slice(None),) * d + (slice(start, start + length),)
+    return getitem_raw(input, index, ())
+
+
+def split(input, split_size_or_sections, dim=0):
+    d = normalize_dim(dim, input.ndim, "split")
+    n = input.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sizes = [builtins.min(step, n - s) for s in range(0, n, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {d}), but got {sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(input, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    n = input.shape[normalize_dim(dim, input.ndim, "chunk")]
+    return split(input, builtins.max(1, -(-n // chunks)), dim)
+
+
+def unbind(input, dim=0):
+    d = normalize_dim(dim, input.ndim, "unbind")
+    return tuple(getitem_raw(input, (slice(None),) * d + (i,), ()) for i in range(input.shape[d]))
+
+
+def cat(tensors, dim=0):
+    """Concatenate along an existing dim."""
+    tensors = [_operand(t) for t in tensors]
+    if not tensors:
+        raise RuntimeError("cat(): expected a non-empty list of Tensors")
+    d = normalize_dim(dim, tensors[0].ndim, "cat")
+    return apply(OPS.cat, *tensors, dim=d)
+
+
+concat = cat
+
+
+def stack(tensors, dim=0):
+    """Join tensors of equal shape along a new dim."""
+    tensors = [_operand(t) for t in tensors]
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                           f"{[list(t.shape) for t in tensors]}")
+    d = normalize_dim(dim, tensors[0].ndim + 1, "stack")
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def contiguous(input):
+    return input if input._data.flags.c_contiguous else clone(input)
+
+
+def flip(input, dims):
+    dims = normalize_dims(dims, input.ndim, "flip") or ()
+    return getitem_raw(input, tuple(slice(None, None, -1) if i in dims else slice(None)
+                                    for i in range(input.ndim)), ())
+
+
+# ---- matmul --------------------------------------------------------------------------------
+def matmul(input, other):
+    """Matrix product with numpy's 1-D and batch-broadcasting rules."""
+    return apply(OPS.matmul, input, _operand(other))
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-D tensors, got shapes {list(input.shape)} and "
+                           f"{list(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm: expected 3-D tensors with equal batch size, got shapes "
+                           f"{list(input.shape)} and {list(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError("1D tensors expected, but got {}D and {}D tensors".format(
+            input.ndim, other.ndim))
+    return matmul(input, other)
+
+
+def outer(input, vec2):
+    return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+# ---- indexing ------------------------------------------------------------------------------
+def _index_template(index) -> tuple[tuple, tuple]:
+    """Split a Python index into a template with Slots and the tensors that fill them."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    template, tensors = [], []
+    for i in index:
+        if i is None or i is Ellipsis or type(i) is int or type(i) is bool:
+            template.append(i)
+        elif isinstance(i, slice):
+            template.append(slice(*(None if v is None else int(v)
+                                    for v in (i.start, i.stop, i.step))))
+        elif isinstance(i, Tensor) and i.ndim == 0 and i.dtype.category == 1:
+            template.append(int(i))
+        else:
+            if not isinstance(i, Tensor):
+                i = _operand(i if not isinstance(i, np.integer) else int(i))
+                if not isinstance(i, Tensor):
+                    template.append(i)
+                    continue
+            if i.dtype.category == 2:
+                raise IndexError("tensors used as indices must be long, int or bool tensors")
+            template.append(Slot(len(tensors)))
+            tensors.append(i)
+    return tuple(template), tuple(tensors)
+
+
+def getitem(input, index):
+    """`x[index]`: ints, slices, None, Ellipsis, bool masks and integer tensors."""
+    template, tensors = _index_template(index)
+    return apply(OPS.getitem, input, *tensors, index=template)
+
+
+def getitem_raw(input, template, tensors):
+    return apply(OPS.getitem, input, *tensors, index=template)
+
+
+def setitem(input, index, value) -> None:
+    """`x[index] = value`, in place (autograd sees a new version of x)."""
+    template, tensors = _index_template(index)
+    apply_inplace(OPS.setitem, input, _operand(value), *tensors, index=template)
+
+
+def setitem_raw(input, value, template, tensors):
+    """Out-of-place setitem (input with `value` written at the index)."""
+    return apply(OPS.setitem, input, _operand(value), *tensors, index=template)
+
+
+def index_scatter(grad, shape, template, tensors):
+    return apply(OPS.index_scatter, grad, *tensors, shape=tuple(shape), index=template)
+
+
+def gather(input, index, dim):
+    return apply(OPS.gather, input, index, dim=normalize_dim(dim, input.ndim, "gather"))
+
+
+def scatter_add(src, index, dim, shape):
+    """Zeros of `shape` with `src` added at `index` along `dim` (gather's transpose)."""
+    return apply(OPS.scatter_add, src, index, dim=dim, shape=tuple(shape))
+
+
+def index_select(input, dim, index):
+    d = normalize_dim(dim, input.ndim, "index_select")
+    return getitem_raw(input, (slice(None),) * d + (Slot(0),), (index,))
+
+
+def masked_fill(input, mask, value):
+    return where(mask, value, input)
+
+
+def nonzero(input, *, as_tuple=False):
+    idx = np.nonzero(input._data)
+    if as_tuple:
+        return tuple(_make(i.astype(np.int64)) for i in idx)
+    return _make(np.stack(idx, axis=1).astype(np.int64))
+
+
+# ---- conversion ----------------------------------------------------------------------------
+def to(input, *args, **kwargs):
+    """`x.to(dtype)`, `x.to("cpu")`, `x.to(other_tensor)`."""
+    target = kwargs.get("dtype") or kwargs.get("device")
+    for a in args:
+        target = a
+    if isinstance(target, Tensor):
+        return cast(input, target.dtype)
+    if isinstance(target, str) and target.split(":")[0] in ("cpu", "cuda") or \
+            type(target).__name__ == "device":
+        from .creation import check_device
+
+        check_device(target)
+        return input
+    return cast(input, target)
+
+
+def detach(input):
+    return input.detach()
+
+
+# ---- in-place ------------------------------------------------------------------------------
+def _inplace(op):
+    def fn(self, *args, **kwargs):
+        return apply_inplace(op, self, *(_operand(a) for a in args), **kwargs)
+    fn.__name__ = op.name + "_"
+    return fn
+
+
+def add_(self, other, *, alpha=1):
+    return apply_inplace(OPS.add, self, _operand(other if alpha == 1 else other * alpha))
+
+
+def sub_(self, other, *, alpha=1):
+    return apply_inplace(OPS.sub, self, _operand(other if alpha == 1 else other * alpha))
+
+
+def zero_(self):
+    return apply_inplace(OPS.mul, self, 0)
+
+
+def fill_(self, value):
+    return apply_inplace(OPS.setitem, self, _operand(value), index=(Ellipsis,))
+
+
+def copy_(self, src):
+    return apply_inplace(OPS.setitem, self, _operand(src), index=(Ellipsis,))
+
+
+def clamp_(self, min=None, max=None):
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return copy_(self, clamp(self, min, max))
+    return apply_inplace(OPS.clamp, self, min=min, max=max)
+
+
+# ---- Tensor methods ------------------------------------------------------------------------
+def _install_methods():
+    T = Tensor
+    for name in ("add sub mul div floor_divide remainder pow maximum minimum clamp neg abs exp "
+                 "log log1p sqrt rsqrt sin cos tanh sigmoid relu erf sign floor logical_not "
+                 "isnan isfinite clone square lt le gt ge eq ne logical_and logical_or "
+                 "logical_xor sum mean prod amax amin argmax argmin any all max min var std "
+                 "norm logsumexp softmax log_softmax reshape view flatten unflatten permute "
+                 "transpose t unsqueeze squeeze expand expand_as broadcast_to sum_to_size repeat "
+                 "narrow split chunk unbind contiguous flip matmul mm bmm dot outer gather "
+                 "index_select masked_fill nonzero to add_ sub_ zero_ fill_ copy_ clamp_").split():
+        setattr(T, name, globals()[name])
+    T.clip, T.clip_, T.absolute, T.multiply, T.divide, T.true_divide, T.subtract = (
+        clamp, clamp_, abs, mul, div, div, sub)
+    T.greater, T.less, T.greater_equal, T.less_equal, T.not_equal = gt, lt, ge, le, ne
+    T.where = lambda self, condition, other: where(condition, self, other)
+    T.type_as = lambda self, other: cast(self, other.dtype)
+    T.float = lambda self: cast(self, dt.float32)
+    T.double = lambda self: cast(self, dt.float64)
+    T.half = lambda self: cast(self, dt.float16)
+    T.long = lambda self: cast(self, dt.int64)
+    T.int = lambda self: cast(self, dt.int32)
+    T.bool = lambda self: cast(self, dt.bool_)
+    T.cpu = lambda self: self
+    T.new_zeros = lambda self, *size, dtype=None: _make(np.zeros(_shape_arg(size), (
+        dt.as_dtype(dtype) if dtype else self.dtype).np))
+    T.new_ones = lambda self, *size, dtype=None: _make(np.ones(_shape_arg(size), (
+        dt.as_dtype(dtype) if dtype else self.dtype).np))
+    for name in ("mul div neg exp log sqrt tanh sigmoid relu pow abs floor sin cos "
+                 "log1p rsqrt sign").split():
+        setattr(T, name + "_", _inplace(OPS[name]))
+    T.__getitem__ = getitem
+    T.__setitem__ = setitem
+
+    def binary(op, reflected=False):
+        if reflected:
+            def method(self, other):
+                return apply(op, other if type(other) in _FAST else _operand(other), self)
+        else:
+            def method(self, other):
+                return apply(op, self, other if type(other) in _FAST else _operand(other))
+        return method
+
+    for name, op in (("add", OPS.add), ("sub", OPS.sub), ("mul", OPS.mul),
+                     ("truediv", OPS.div), ("floordiv", OPS.floor_divide),
+                     ("mod", OPS.remainder), ("pow", OPS.pow), ("matmul", OPS.matmul),
+                     ("and", OPS.logical_and), ("or", OPS.logical_or),
+                     ("xor", OPS.logical_xor)):
+        setattr(T, f"__{name}__", binary(op))
+        setattr(T, f"__r{name}__", binary(op, reflected=True))
+        setattr(T, f"__i{name}__", _inplace(op))
+    for name in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(T, f"__{name}__", binary(OPS[name]))
+    T.__neg__ = neg
+    T.__pos__ = lambda self: self
+    T.__abs__ = abs
+    T.__invert__ = logical_not
+
+
+_install_methods()
+bind_frontend(sys.modules[__name__])

@@ -1,0 +1,367 @@
+"""The `Tensor`: a numpy array plus autograd state (PyTorch semantics).
+
+Math methods are installed by `tracejit.tensor.functional` (one definition per
+operation, shared by `tj.exp(x)` and `x.exp()`); this module holds state,
+conversion, autograd entry points and printing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..autograd.grad_mode import STATE
+
+_from_np = dt._BY_NP
+
+
+class Size(tuple):
+    """A tensor's shape (a tuple), printed like PyTorch's `torch.Size`."""
+
+    def __repr__(self) -> str:
+        return f"tracejit.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class device:
+    """Where a tensor lives: `device('cpu')` or `device('cuda')`; compares equal to its name."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, spec="cpu", index=None):
+        if isinstance(spec, device):
+            spec, index = spec.type, spec.index
+        kind, _, idx = str(spec).partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
+                               f"string: {spec}")
+        self.type = kind
+        self.index = int(idx) if idx else index
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}')" if self.index is None else \
+            f"device(type='{self.type}', index={self.index})"
+
+
+CPU = device("cpu")
+
+
+def _make(data: np.ndarray) -> "Tensor":
+    t = _new(Tensor)
+    t._data = data
+    t._rg = False
+    t.grad_fn = None
+    t._vc = None
+    t._base = None
+    t._output_nr = 0
+    return t
+
+
+_new = object.__new__
+
+
+class Tensor:
+    """An n-dimensional array with optional autograd history.
+
+    >>> x = tj.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward(); x.grad
+    tensor([2., 4.])
+    """
+
+    __slots__ = ("_data", "_rg", "grad_fn", "_vc", "_base", "_output_nr", "_view", "_accum",
+                 "_grad", "_retains", "__weakref__")
+    __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
+
+    _make = staticmethod(_make)
+
+    # ---- state -----------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    @property
+    def dtype(self) -> dt.dtype:
+        return _from_np[self._data.dtype]
+
+    @property
+    def device(self) -> device:
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        value = bool(value)
+        if self.grad_fn is not None:
+            if not value:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables. "
+                                   "If you want to use a computed variable in a subgraph that "
+                                   "doesn't require differentiation use var_no_grad = var.detach().")
+            return
+        if value and self._data.dtype.kind != "f":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients "
+                               f"(got {self.dtype.name})")
+        self._rg = value
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def grad(self):
+        try:
+            return self._grad
+        except AttributeError:
+            return None
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None and tuple(value.shape) != self._data.shape:
+            raise RuntimeError(f"assigned grad has data of a different size: expected "
+                               f"{list(self._data.shape)}, got {list(value.shape)}")
+        self._grad = value
+
+    @property
+    def retains_grad(self) -> bool:
+        return getattr(self, "_retains", False)
+
+    @property
+    def data(self) -> "Tensor":
+        t = _make(self._data)
+        t._vc = self._vc
+        return t
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        self._data = value._data
+
+    @property
+    def _version(self) -> int:
+        return 0 if self._vc is None else self._vc[0]
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._data.shape)
+        from ..ops.rules import normalize_dim
+
+        return self._data.shape[normalize_dim(dim, self._data.ndim, "size")]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self._data.dtype.kind == "f"
+
+    def is_contiguous(self) -> bool:
+        return self._data.flags.c_contiguous
+
+    def data_ptr(self) -> int:
+        return self._data.ctypes.data
+
+    # ---- conversion ------------------------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a numpy array sharing memory (like PyTorch, refuses if it needs grad)."""
+        if self._rg and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        if STATE.capture is not None:
+            STATE.capture.escape(self, "numpy()")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if STATE.capture is not None:
+            STATE.capture.escape(self, "__array__")
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+                               "to Scalar")
+        if STATE.capture is not None:
+            return STATE.capture.read(self, "item")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        if STATE.capture is not None:
+            STATE.capture.escape(self, "tolist()")
+        return self._data.tolist()
+
+    def _scalar(self, kind: str, conv):
+        if self._data.size != 1:
+            raise RuntimeError(f"only one element tensors can be converted to Python scalars "
+                               f"(got {self._data.size} elements for {kind}())")
+        if STATE.capture is not None:
+            return conv(STATE.capture.read(self, kind))
+        return conv(self._data.reshape(()).item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} values is "
+                               "ambiguous")
+        return self._scalar("bool", bool)
+
+    def __float__(self) -> float:
+        return self._scalar("float", float)
+
+    def __int__(self) -> int:
+        return self._scalar("int", int)
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return self._scalar("int", int)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        if STATE.capture is not None:
+            STATE.capture.read_size(self, 0, "len")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self)))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce__(self):
+        raise TypeError("tracejit tensors are not pickled; use tj.save / tj.load (.npz files)")
+
+    # ---- autograd --------------------------------------------------------------------------
+    def _grad_accumulator(self):
+        acc = getattr(self, "_accum", None)
+        if acc is None:
+            from ..autograd.node import AccumulateGrad
+
+            acc = self._accum = AccumulateGrad(self)
+        return acc
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        self.requires_grad = requires_grad
+        return self
+
+    def detach(self) -> "Tensor":
+        """A tensor sharing data (and version counter) with no history."""
+        from .dispatch import counter
+
+        t = _make(self._data)
+        t._vc = counter(self)
+        return t
+
+    def detach_(self) -> "Tensor":
+        if self._base is not None and self._base._rg:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn = None
+        self._rg = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep `.grad` for a non-leaf tensor after backward."""
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or getattr(self, "_retains", False):
+            return
+        self._retains = True
+        self.grad_fn.retain_output(self._output_nr, self)
+
+    def register_hook(self, hook):
+        """hook(grad) -> Tensor or None, called with this tensor's gradient; returns a handle."""
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is None:
+            return self._grad_accumulator().add_tensor_hook(0, hook)
+        return self.grad_fn.add_tensor_hook(self._output_nr, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see tj.autograd.backward)."""
+        from ..autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # ---- printing --------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return format_tensor(self)
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0 and spec:
+            return format(self._data.item(), spec)
+        return repr(self)
+
+
+def format_tensor(t: Tensor) -> str:
+    """`tensor([1., 2.], requires_grad=True)` like PyTorch."""
+    a = t._data
+    prefix = "tensor("
+    if a.size == 0:
+        body = "[]" if a.ndim == 1 else f"[], size={tuple(a.shape)}"
+    else:
+        body = np.array2string(a, separator=", ", prefix=prefix, threshold=1000, edgeitems=3,
+                               formatter=_formatter(a), max_line_width=80)
+    extras = []
+    dtype = _from_np[a.dtype]
+    if dtype not in (dt.float32, dt.int64, dt.bool_):
+        extras.append(f"dtype={dtype!r}")
+    if t.grad_fn is not None:
+        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._rg:
+        extras.append("requires_grad=True")
+    return prefix + body + "".join(", " + e for e in extras) + ")"
+
+
+def _formatter(a: np.ndarray):
+    if a.dtype.kind == "b":
+        return {"bool": lambda v: "True" if v else "False"}
+    if a.dtype.kind != "f":
+        return None
+    finite = a[np.isfinite(a)]
+    ints = finite.size == 0 or bool(np.all(finite == np.round(finite)))
+    big = finite.size and (np.abs(finite).max() >= 1e8 or
+                           (np.abs(finite[finite != 0]).min(initial=1) < 1e-4))
+    if ints and not big:
+        return {"float_kind": lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)}
+    if big:
+        return {"float_kind": lambda v: f"{v:.4e}"}
+    return {"float_kind": lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)}
