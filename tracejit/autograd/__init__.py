@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import contextlib
 
-from .engine import run_backward
+import numpy as np
+
+from .engine import _root_edge, run_backward
 from .function import Function, FunctionCtx
 from .gradcheck import GradcheckError, gradcheck
 from .grad_mode import STATE, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -17,8 +19,6 @@ def _seq(x):
 
 
 def _seed_grads(outputs, grads):
-    from ..tensor.creation import ones_like
-
     grads = _seq(grads) or [None] * len(outputs)
     if len(grads) != len(outputs):
         raise RuntimeError(f"grad_tensors/grad_outputs has {len(grads)} entries, expected "
@@ -29,7 +29,8 @@ def _seed_grads(outputs, grads):
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs; "
                                    f"pass `gradient=` for an output of shape {list(out.shape)}")
-            g = ones_like(out)
+            d = out._data
+            g = _make(np.ones(d.shape, d.dtype))
         elif tuple(g.shape) != tuple(out.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output has a shape of {list(g.shape)} "
                                f"and output has a shape of {list(out.shape)}")
@@ -38,8 +39,6 @@ def _seed_grads(outputs, grads):
 
 
 def _roots(outputs):
-    from .engine import _root_edge
-
     for i, out in enumerate(outputs):
         if not out.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
@@ -120,6 +119,13 @@ def detect_anomaly(check_nan: bool = True):
 def set_detect_anomaly(mode: bool) -> None:
     STATE.anomaly = bool(mode)
 
+
+def _bind(make) -> None:
+    global _make
+    _make = make
+
+
+_make = None  # tracejit.tensor.tensor._make, bound by tracejit.tensor
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "GradcheckError",
            "detect_anomaly", "set_detect_anomaly", "no_grad", "enable_grad", "set_grad_enabled",

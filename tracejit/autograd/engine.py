@@ -25,7 +25,24 @@ def _discover(roots, targets):
     gradients autograd.grad captures (only nodes leading to one need to run).
     """
     deps = {}
-    needed = None if targets is None else {}
+    if targets is None:  # plain backward: a flat walk is enough
+        seen = set(roots)
+        stack = list(roots)
+        while stack:
+            for edge in stack.pop()._edges:
+                if edge is None:
+                    continue
+                child = edge[0]
+                if child is None:
+                    continue
+                if child in seen:
+                    deps[child] = deps.get(child, 0) + 1
+                else:
+                    deps[child] = 1
+                    seen.add(child)
+                    stack.append(child)
+        return deps, None
+    needed = {}
     seen = set()
     for root in roots:
         if root in seen:
@@ -45,10 +62,9 @@ def _discover(roots, targets):
                     break
             else:
                 stack.pop()
-                if needed is not None:
-                    needed[node] = node in targets or any(
-                        e is not None and e[0] is not None and needed.get(e[0], False)
-                        for e in node._edges)
+                needed[node] = node in targets or any(
+                    e is not None and e[0] is not None and needed.get(e[0], False)
+                    for e in node._edges)
     return deps, needed
 
 
@@ -70,8 +86,6 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     capture: {(node, output_nr): slot} — gradients arriving there are returned in a
     list by slot (autograd.grad); accumulate=False skips AccumulateGrad nodes.
     """
-    from ..tensor import functional as F
-
     buffers: dict = {}
     for (node, nr), g in zip(roots, root_grads):
         buf = buffers.setdefault(node, [None] * node.num_outputs)
@@ -81,53 +95,68 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     deps, needed = _discover(root_nodes, targets if not accumulate else None)
     results = [None] * (len(capture) if capture else 0)
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
+    anomaly = STATE.anomaly
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
         while ready:
             node = ready.pop()
-            grads = buffers.pop(node, None) or [None] * node.num_outputs
-            if node._pre_hooks or node._retain:
+            grads = buffers.pop(node, None)
+            if grads is None:
+                grads = [None] * node.num_outputs
+            elif node._pre_hooks is not None or node._retain is not None:
                 grads = _run_tensor_hooks(node, grads)
             if capture:
                 for nr, g in enumerate(grads):
                     slot = capture.get((node, nr))
                     if slot is not None:
                         results[slot] = g
-            run = (needed is None or needed.get(node, False)) and any(
-                g is not None for g in grads)
+            run = needed is None or needed.get(node, False)
+            if run:
+                for g in grads:
+                    if g is not None:
+                        break
+                else:
+                    run = False
             if type(node) is AccumulateGrad:
                 if run and accumulate:
                     node.apply(grads)
                 continue
             if run:
                 in_grads = node.apply(grads)
-                if STATE.anomaly:
+                if anomaly:
                     _anomaly_check(node, in_grads)
                 if node._post_hooks:
                     for hook in list(node._post_hooks.values()):
                         hook(in_grads, grads)
             else:
-                in_grads = ()
+                in_grads = _NONES * len(node._edges)
             if not retain_graph:
                 node.release()
-            for i, edge in enumerate(node._edges):
-                if edge is None or edge[0] is None:
+            for edge, g in zip(node._edges, in_grads):
+                if edge is None:
                     continue
-                child, nr = edge
-                g = in_grads[i] if i < len(in_grads) else None
+                child = edge[0]
+                if child is None:
+                    continue
                 if g is not None:
                     buf = buffers.get(child)
                     if buf is None:
                         buf = buffers[child] = [None] * child.num_outputs
-                    buf[nr] = g if buf[nr] is None else F.add(buf[nr], g)
+                    nr = edge[1]
+                    old = buf[nr]
+                    buf[nr] = g if old is None else old + g
                 left = deps[child] - 1
-                deps[child] = left
-                if left == 0:
+                if left:
+                    deps[child] = left
+                else:
                     ready.append(child)
     finally:
         STATE.grad_enabled = prev_mode
     return results
+
+
+_NONES = (None,)
 
 
 def _run_tensor_hooks(node, grads):

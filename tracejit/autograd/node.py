@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import weakref
 
+from .. import dtypes as _dt
 from ..ops.registry import OpDef
 from ..ops.rules import Meta
 from .grad_mode import STATE
+
+_from_np = _dt._BY_NP
+_F = None        # tracejit.tensor.functional (bound by tracejit.tensor)
+_make = None     # tracejit.tensor.tensor._make (bound by tracejit.tensor)
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved "
@@ -99,67 +104,62 @@ class OpNode(Node):
     op: OpDef = None
 
     def __init__(self, edges, saved, versions, attrs, metas, out_data):
-        Node.__init__(self, edges)
+        self._edges = edges  # Node.__init__ inlined: this runs once per recorded op
+        self._pre_hooks = self._retain = self._post_hooks = self._where = None
         self.saved = saved          # inputs the vjp reads (Tensor / scalar), else None
-        self.versions = versions    # ((counter, value), ...) of saved tensors, for in-place checks
+        self.versions = versions    # [(counter, value)] of saved tensors, for in-place checks
         self.attrs = attrs
-        self.metas = metas          # (shape, dtype, requires_grad) of every tensor input
-        self.out_data = out_data    # (array, counter, version) when the op saves its output
+        self.metas = metas          # (shape, numpy dtype, requires_grad) of each tensor input
+        self.out_data = out_data    # the output array, when the op saves its output
         self.freed = False
 
     def _check_versions(self):
+        n_saved = len(self.versions) - (self.out_data is not None)
         for i, (counter, value) in enumerate(self.versions):
-            if counter is not None and counter[0] != value:
+            if counter[0] != value:
+                what = "output" if i >= n_saved else "an input"
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: the {'output' if i == len(self.versions) - 1 and self.out_data is not None else 'input'} "
-                    f"of '{self.op.name}' ({self.name()}) is at version {counter[0]}; expected "
-                    f"version {value} instead. Clone it before modifying it in place, or "
-                    "avoid the in-place op.")
-
-    def inputs_for_vjp(self) -> list:
-        """Saved inputs as tensors, the rest as shape/dtype stand-ins."""
-        out = []
-        for s, m in zip(self.saved, self.metas):
-            if s is not None or m is None:
-                out.append(s)
-            else:
-                out.append(Meta(*m))
-        return out
-
-    def saved_output(self):
-        from ..tensor.tensor import Tensor
-
-        if self.out_data is None:
-            return None
-        t = Tensor._make(self.out_data[0])
-        t.requires_grad = True
-        t.grad_fn = self
-        return t
+                    f"by an inplace operation: {what} of '{self.op.name}' ({self.name()}) is "
+                    f"at version {counter[0]}; expected version {value} instead. Clone it "
+                    "before modifying it in place, or avoid the in-place op.")
 
     def apply(self, grads):
         if self.freed:
             raise RuntimeError(FREED_MESSAGE)
-        if self.versions:
-            self._check_versions()
-        from ..tensor import functional as F
-
-        g = grads[0]
-        inputs = self.inputs_for_vjp()
-        result = self.op.vjp(g, self.saved_output(), *inputs, **self.attrs)
-        out = []
-        for gi, m in zip(result, self.metas):
+        for counter, value in self.versions:
+            if counter[0] != value:
+                self._check_versions()
+        inputs = self.saved
+        metas = self.metas
+        if self.op.meta_inputs:
+            for i, s in enumerate(inputs):
+                if s is None and metas[i] is not None:  # the rule reads only its type
+                    inputs = [s if s is not None or m is None else
+                              Meta(m[0], _from_np[m[1]], m[2]) for s, m in zip(inputs, metas)]
+                    break
+        out = None
+        if self.out_data is not None:
+            out = _make(self.out_data)
+            out._rg, out.grad_fn = True, self
+        result = self.op.vjp(grads[0], out, *inputs, **self.attrs)
+        fixed = None
+        for i, gi in enumerate(result):
+            m = metas[i]
             if gi is not None and m is not None:
-                shape, dtype, _ = m
-                if gi.shape != shape:
-                    gi = F.sum_to(gi, shape)
-                if gi.dtype is not dtype:
-                    gi = F.cast(gi, dtype)
-            out.append(gi)
-        return out
+                d = gi._data
+                if d.shape != m[0] or d.dtype is not m[1]:  # undo broadcasting / promotion
+                    if fixed is None:
+                        fixed = list(result)
+                    if d.shape != m[0]:
+                        gi = _F.sum_to(gi, m[0])
+                    if gi._data.dtype is not m[1]:
+                        gi = _F.cast(gi, _from_np[m[1]])
+                    fixed[i] = gi
+        return result if fixed is None else fixed
 
     def release(self):
-        if self.versions or self.out_data is not None:
+        if self.versions:
             self.freed = True
             self.saved = None
             self.out_data = None
@@ -190,10 +190,10 @@ class AccumulateGrad(Node):
         g = grads[0]
         if var is None or g is None:
             return ()
-        if not STATE.grad_enabled:
-            g = g.detach().clone()  # never alias a gradient another leaf may also hold
-        if var.grad is None:
-            var.grad = g
+        if STATE.grad_enabled:  # create_graph: the gradient keeps its history
+            var._grad = g if var.grad is None else var.grad + g
+        elif var.grad is None:
+            var._grad = _make(g._data.copy())  # never alias an array another leaf may hold
         else:
-            var.grad = var.grad + g
+            var._grad = _make(var._grad._data + g._data)
         return ()

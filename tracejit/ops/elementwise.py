@@ -106,27 +106,28 @@ def _infer_where(cond, a, b):
 
 
 # ---- unary -------------------------------------------------------------------------------
-_unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=())
+_unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=(), meta_inputs=False)
 _unary("abs", np.abs, "abs({0})", lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
-_unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True)
+_unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True, meta_inputs=False)
 _unary("log", np.log, "math.log({0})", lambda g, out, x: (g / x,))
 _unary("log1p", np.log1p, "math.log1p({0})", lambda g, out, x: (g / (x + 1),))
-_unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True)
+_unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True, meta_inputs=False)
 _unary("rsqrt", _rsqrt, "(1 / math.sqrt({0}))",
        lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True)
 _unary("sin", np.sin, "math.sin({0})", lambda g, out, x: (g * F.cos(x),))
 _unary("cos", np.cos, "math.cos({0})", lambda g, out, x: (-(g * F.sin(x)),))
-_unary("tanh", np.tanh, "math.tanh({0})", lambda g, out, x: (g * (1 - out * out),), save_out=True)
+_unary("tanh", np.tanh, "math.tanh({0})", lambda g, out, x: (F.tanh_backward(g, out),),
+       save_out=True, meta_inputs=False)
 _unary("sigmoid", _sigmoid, "(0.5 * math.tanh(0.5 * {0}) + 0.5)",
-       lambda g, out, x: (g * (out * (1 - out)),), save_out=True)
-_unary("relu", _relu, "max({0}, 0)", lambda g, out, x: (g * (out > 0),), rule=PROMOTE,
-       save_out=True)
+       lambda g, out, x: (F.sigmoid_backward(g, out),), save_out=True, meta_inputs=False)
+_unary("relu", _relu, "max({0}, 0)", lambda g, out, x: (F.threshold_backward(g, out),),
+       rule=PROMOTE, save_out=True, meta_inputs=False)
 _unary("erf", _erf, "math.erf({0})",
        lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
 _unary("sign", np.sign, "((0 < {0}) - ({0} < 0))", lambda g, out, x: (g * 0,), rule=PROMOTE,
-       saves=())
+       saves=(), meta_inputs=False)
 _unary("floor", np.floor, "math.floor({0})", lambda g, out, x: (g * 0,), rule=PROMOTE,
-       saves=())
+       saves=(), meta_inputs=False)
 _unary("logical_not", np.logical_not, "(not {0})", rule=LOGICAL, saves=())
 _unary("isnan", np.isnan, "math.isnan({0})", rule=COMPARE, saves=())
 _unary("isfinite", np.isfinite, "math.isfinite({0})", rule=COMPARE, saves=())
@@ -138,8 +139,9 @@ register("cast", ELEMENTWISE, _cast, _infer_cast,
          dtype_rule="cast", arity=1, grad_name="ToCopyBackward0")
 
 # ---- binary ------------------------------------------------------------------------------
-_binary("add", np.add, "({0} + {1})", lambda g, out, x, y: (g, g), saves=())
-_binary("sub", np.subtract, "({0} - {1})", lambda g, out, x, y: (g, -g), saves=())
+_binary("add", np.add, "({0} + {1})", lambda g, out, x, y: (g, g), saves=(), meta_inputs=False)
+_binary("sub", np.subtract, "({0} - {1})",
+        lambda g, out, x, y: (g, -g if needs_grad(y) else None), saves=())
 _binary("mul", np.multiply, "({0} * {1})",
         lambda g, out, x, y: (g * y if needs_grad(x) else None,
                               g * x if needs_grad(y) else None))
@@ -169,6 +171,17 @@ for _name, _ufunc, _sym in (("logical_and", np.logical_and, "and"),
                             ("logical_or", np.logical_or, "or"),
                             ("logical_xor", np.logical_xor, "!=")):
     _binary(_name, _ufunc, "(bool({0}) %s bool({1}))" % _sym, rule=LOGICAL, saves=())
+
+# Gradients of activations as single primitives (as PyTorch's tanh_backward etc.): one
+# dispatch in eager backward instead of three, and one fused expression for codegen.
+_binary("tanh_backward", lambda g, y: g * (1 - y * y), "({0} * (1 - {1} * {1}))",
+        lambda gg, out, g, y: (F.tanh_backward(gg, y),
+                               gg * g * y * -2 if needs_grad(y) else None), rule=FLOAT)
+_binary("sigmoid_backward", lambda g, y: g * (y * (1 - y)), "({0} * ({1} * (1 - {1})))",
+        lambda gg, out, g, y: (F.sigmoid_backward(gg, y),
+                               gg * g * (1 - 2 * y) if needs_grad(y) else None), rule=FLOAT)
+_binary("threshold_backward", lambda g, y: g * (y > 0), "({0} if {1} > 0 else 0)",
+        lambda gg, out, g, y: (F.threshold_backward(gg, y), None), rule=PROMOTE)
 
 register("where", ELEMENTWISE, _where, _infer_where,
          lambda g, out, c, a, b: (None, F.where(c, g, 0) if needs_grad(a) else None,

@@ -66,6 +66,7 @@ class OpDef:
     dtype_rule: str = PROMOTE
     grad_name: str = ""
     arity: int = 1
+    meta_inputs: bool = True     # vjp reads shape/dtype/requires_grad of unsaved inputs
     view: bool = False           # result may alias the first input's memory
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
     node_cls: type | None = field(default=None, repr=False)

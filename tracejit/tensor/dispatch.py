@@ -89,16 +89,68 @@ def apply(op, *args, **attrs) -> Tensor:
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
-    if STATE.grad_enabled and op.vjp is not None:
+    if STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
         for a in args:
             if isinstance(a, Tensor) and a._rg:
-                if out.dtype.kind == "f":
-                    _record(op, args, attrs, t)
+                _record(op, args, attrs, t)
                 break
     if op.view:
         _mark_view(op, args[0], attrs, t)
     if STATE.capture is not None:
         STATE.capture.record(op, args, attrs, t)
+    return t
+
+
+# Fast paths for the common elementwise cases (same dtypes, no promotion needed).
+# They compute exactly what `apply` computes and fall back to it for anything else.
+
+def unary(op, x: Tensor) -> Tensor:
+    a = x._data
+    if op.dtype_rule is FLOAT and a.dtype.kind != "f":
+        return apply(op, x)
+    out = op.impl(a)
+    if type(out) is not _ndarray:
+        out = np.asarray(out)
+    t = _make(out)
+    if x._rg and STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
+        _record(op, (x,), _NO_ATTRS, t)
+    if STATE.capture is not None:
+        STATE.capture.record(op, (x,), _NO_ATTRS, t)
+    return t
+
+
+_NO_ATTRS: dict = {}
+
+
+def binary(op, x: Tensor, y) -> Tensor:
+    a = x._data
+    ty = type(y)
+    if ty is float:
+        if a.dtype.kind != "f":
+            return apply(op, x, y)
+        b = y
+    elif ty is int:
+        if a.dtype.kind not in "fiu" or (op.dtype_rule is FLOAT and a.dtype.kind != "f"):
+            return apply(op, x, y)
+        b = y
+    elif isinstance(y, Tensor):
+        b = y._data
+        if a.dtype is not b.dtype or (op.dtype_rule is FLOAT and a.dtype.kind != "f"):
+            return apply(op, x, y)
+    else:
+        return apply(op, x, y)
+    try:
+        out = op.impl(a, b)
+    except Exception:  # noqa: BLE001 — the general path explains the error
+        return apply(op, x, y)
+    if type(out) is not _ndarray:
+        out = np.asarray(out)
+    t = _make(out)
+    if STATE.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
+            and op.vjp is not None and out.dtype.kind == "f":
+        _record(op, (x, y), _NO_ATTRS, t)
+    if STATE.capture is not None:
+        STATE.capture.record(op, (x, y), _NO_ATTRS, t)
     return t
 
 
@@ -118,15 +170,24 @@ def _edge(a: Tensor):
 
 
 def _record(op, args, attrs, out: Tensor) -> Node:
-    edges, saved, versions, metas = [], [], [], []
+    """Give `out` a backward node of `op` with edges to the inputs' history."""
+    edges, saved, metas, versions = [], [], [], []
     saves = op.saves
-    for i, a in enumerate(args):
+    i = 0
+    for a in args:
         if isinstance(a, Tensor):
-            edges.append(_edge(a) if a._rg else (None, 0))
-            metas.append((a._data.shape, _from_np[a._data.dtype], a._rg))
+            d = a._data
+            if a._rg:
+                fn = a.grad_fn
+                edges.append((fn, a._output_nr) if fn is not None else (a._grad_accumulator(), 0))
+            else:
+                edges.append(_NO_EDGE)
+            metas.append((d.shape, d.dtype, a._rg))
             if i in saves:
                 saved.append(a)
-                c = counter(a)
+                c = a._vc
+                if c is None:
+                    c = a._vc = [0]
                 versions.append((c, c[0]))
             else:
                 saved.append(None)
@@ -134,18 +195,23 @@ def _record(op, args, attrs, out: Tensor) -> Node:
             edges.append(None)
             metas.append(None)
             saved.append(a)
+        i += 1
     out_data = None
     if op.save_out:
-        c = counter(out)
+        c = out._vc
+        if c is None:
+            c = out._vc = [0]
         versions.append((c, c[0]))
-        out_data = (out._data,)
-    node = node_class(op)(tuple(edges), tuple(saved), tuple(versions), attrs, tuple(metas),
-                          out_data)
+        out_data = out._data
+    node = (op.node_cls or node_class(op))(edges, saved, versions, attrs, metas, out_data)
     if STATE.anomaly:
         node._where = (op.name, user_frame())
     out._rg = True
     out.grad_fn = node
     return node
+
+
+_NO_EDGE = (None, 0)
 
 
 def user_frame() -> str:

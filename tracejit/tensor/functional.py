@@ -14,10 +14,11 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as dt
+from ..autograd import node as _node
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
 from ..ops.rules import normalize_dim, normalize_dims
-from .dispatch import apply, apply_inplace
+from .dispatch import apply, apply_inplace, binary as _binary_fast, unary as _unary_fast
 from .tensor import Tensor, _make
 
 _FAST = (Tensor, float, int, bool)
@@ -49,6 +50,8 @@ def add(input, other, *, alpha=1):
     """input + alpha * other, broadcasting; `tj.add(x, y)` or `x + y`."""
     if alpha != 1:
         other = mul(other, alpha)
+    if isinstance(input, Tensor):
+        return _binary_fast(OPS.add, input, _operand(other))
     return apply(OPS.add, _operand(input), _operand(other))
 
 
@@ -59,6 +62,8 @@ def sub(input, other, *, alpha=1):
 
 
 def mul(input, other):
+    if isinstance(input, Tensor):
+        return _binary_fast(OPS.mul, input, _operand(other))
     return apply(OPS.mul, _operand(input), _operand(other))
 
 
@@ -111,7 +116,7 @@ def clamp(input, min=None, max=None):
 
 def _unary(op):
     def fn(input):
-        return apply(op, input)
+        return _unary_fast(op, input)
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"Elementwise {op.name} (op table entry `{op.name}`)."
     return fn
@@ -144,11 +149,16 @@ def square(input):
 
 def _binary(op):
     def fn(input, other):
+        if isinstance(input, Tensor):
+            return _binary_fast(op, input, _operand(other))
         return apply(op, _operand(input), _operand(other))
     fn.__name__ = fn.__qualname__ = op.name
     return fn
 
 
+tanh_backward = _binary(OPS.tanh_backward)
+sigmoid_backward = _binary(OPS.sigmoid_backward)
+threshold_backward = _binary(OPS.threshold_backward)
 lt, le, gt, ge, eq, ne = (_binary(OPS[n]) for n in ("lt", "le", "gt", "ge", "eq", "ne"))
 logical_and, logical_or, logical_xor = (_binary(OPS[n]) for n in
                                         ("logical_and", "logical_or", "logical_xor"))
@@ -707,7 +717,7 @@ def _install_methods():
                 return apply(op, other if type(other) in _FAST else _operand(other), self)
         else:
             def method(self, other):
-                return apply(op, self, other if type(other) in _FAST else _operand(other))
+                return _binary_fast(op, self, other if type(other) in _FAST else _operand(other))
         return method
 
     for name, op in (("add", OPS.add), ("sub", OPS.sub), ("mul", OPS.mul),
@@ -728,3 +738,4 @@ def _install_methods():
 
 _install_methods()
 bind_frontend(sys.modules[__name__])
+_node._F, _node._make = sys.modules[__name__], _make

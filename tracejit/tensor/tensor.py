@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autograd as _autograd
 from .. import dtypes as dt
 from ..autograd.grad_mode import STATE
 
@@ -73,6 +74,7 @@ def _make(data: np.ndarray) -> "Tensor":
 
 
 _new = object.__new__
+_autograd._bind(_make)
 
 
 class Tensor:
@@ -317,9 +319,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see tj.autograd.backward)."""
-        from ..autograd import backward
-
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        _autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ---- printing --------------------------------------------------------------------------
     def __repr__(self) -> str:
