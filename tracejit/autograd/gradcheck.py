@@ -23,7 +23,6 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
     """
     from ..tensor.tensor import Tensor
     from . import grad as autograd_grad
-    from .grad_mode import no_grad
 
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
@@ -42,15 +41,14 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
             x = inputs[i]
             numeric = np.zeros((x.numel(), n_out))
             flat = x._data.reshape(-1)
-            with no_grad():
-                for j in range(x.numel()):
-                    orig = flat[j]
-                    flat[j] = orig + eps
-                    plus = _as_tuple(fn(*inputs))[k]._data.astype(np.float64).ravel()
-                    flat[j] = orig - eps
-                    minus = _as_tuple(fn(*inputs))[k]._data.astype(np.float64).ravel()
-                    flat[j] = orig
-                    numeric[j] = (plus - minus) / (2 * eps)
+            for j in range(x.numel()):  # fn may differentiate inside: keep grad mode
+                orig = flat[j]
+                flat[j] = orig + eps
+                plus = _as_tuple(fn(*inputs))[k]._data.astype(np.float64).ravel()
+                flat[j] = orig - eps
+                minus = _as_tuple(fn(*inputs))[k]._data.astype(np.float64).ravel()
+                flat[j] = orig
+                numeric[j] = (plus - minus) / (2 * eps)
             analytic = np.zeros((x.numel(), n_out))
             if out.requires_grad:
                 for m in range(n_out):

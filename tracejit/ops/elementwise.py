@@ -55,7 +55,10 @@ def _erf(x, out=None):
     if _erf_ufunc is None:
         import numba
 
-        _erf_ufunc = numba.vectorize(["float32(float32)", "float64(float64)"])(math.erf)
+        def erf(v):
+            return math.erf(v)
+
+        _erf_ufunc = numba.vectorize(["float32(float32)", "float64(float64)"])(erf)
     x = np.asarray(x)
     if x.dtype == np.float16:
         return _erf_ufunc(x.astype(np.float32)).astype(np.float16)

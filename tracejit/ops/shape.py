@@ -118,15 +118,15 @@ def _same(x, *a, **k):
     return aval_of(x)
 
 
-register("reshape", SHAPE, np.reshape, _infer_reshape,
+register("reshape", SHAPE, lambda x, shape: np.reshape(x, shape), _infer_reshape,
          lambda g, out, x, shape: (F.reshape(g, tuple(x.shape)),), view=True,
          grad_name="ViewBackward0")
-register("permute", SHAPE, np.transpose, _infer_permute,
+register("permute", SHAPE, lambda x, dims: np.transpose(x, dims), _infer_permute,
          lambda g, out, x, dims: (F.permute(g, tuple(np.argsort(dims).tolist())),), view=True,
          grad_name="PermuteBackward0")
-register("transpose", SHAPE, np.swapaxes, _infer_transpose,
+register("transpose", SHAPE, lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1), _infer_transpose,
          lambda g, out, x, dim0, dim1: (F.transpose(g, dim0, dim1),), view=True)
-register("expand", SHAPE, np.broadcast_to, _infer_expand,
+register("expand", SHAPE, lambda x, shape: np.broadcast_to(x, shape), _infer_expand,
          lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True)
 register("squeeze", SHAPE, lambda x, dims: np.squeeze(x, axis=dims), _infer_squeeze,
          lambda g, out, x, dims: (F.reshape(g, tuple(x.shape)),), view=True)

@@ -352,16 +352,27 @@ def format_tensor(t: Tensor) -> str:
 
 
 def _formatter(a: np.ndarray):
+    """Element format like PyTorch's: 4 decimals, or `1.` for whole numbers, or
+    scientific for wide ranges; every element padded to the same width."""
     if a.dtype.kind == "b":
         return {"bool": lambda v: "True" if v else "False"}
     if a.dtype.kind != "f":
-        return None
-    finite = a[np.isfinite(a)]
+        width = max(len(str(v)) for v in (a.min(), a.max()))
+        return {"int": lambda v: str(v).rjust(width)}
+    finite = np.abs(a[np.isfinite(a)].astype(np.float64))
+    nonzero = finite[finite != 0]
     ints = finite.size == 0 or bool(np.all(finite == np.round(finite)))
-    big = finite.size and (np.abs(finite).max() >= 1e8 or
-                           (np.abs(finite[finite != 0]).min(initial=1) < 1e-4))
-    if ints and not big:
-        return {"float_kind": lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)}
-    if big:
-        return {"float_kind": lambda v: f"{v:.4e}"}
-    return {"float_kind": lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)}
+    sci = nonzero.size > 0 and (nonzero.max() >= 1e8 or nonzero.min() < 1e-4 or
+                                nonzero.max() / nonzero.min() > 1000) and not (
+        ints and nonzero.max() < 1e8)
+    if sci:
+        fmt = lambda v: f"{v:.4e}" if np.isfinite(v) else str(v)
+    elif ints:
+        fmt = lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)
+    else:
+        fmt = lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)
+    sample = a.reshape(-1)
+    if sample.size > 1000:
+        sample = np.concatenate([sample[:3], sample[-3:]])
+    width = max(len(fmt(v)) for v in sample)
+    return {"float_kind": lambda v: fmt(v).rjust(width)}

@@ -1,0 +1,23 @@
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    tj.manual_seed(0)
+    np.random.seed(0)
+    yield
+
+
+def has_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+requires_torch = pytest.mark.skipif(not has_torch(), reason="PyTorch oracle not installed "
+                                    "(pip install '.[bench]')")

@@ -1,0 +1,194 @@
+"""Sample inputs and independent numpy references for every op-table entry.
+
+The parametrised op tests (test_ops.py) read this; test_every_op_has_samples
+fails when an op is added to the table without its line here.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracejit.ops.indexing import Slot
+
+RNG = np.random.default_rng(1234)
+
+
+def f(*shape, low=-2.0, high=2.0):
+    return RNG.uniform(low, high, shape)
+
+
+def pos(*shape):
+    return RNG.uniform(0.5, 2.0, shape)
+
+
+def away_from_zero(*shape):
+    """Values with |x| in [0.3, 2] so kinks (relu, abs, sign) are not probed."""
+    return RNG.uniform(0.3, 2.0, shape) * RNG.choice([-1.0, 1.0], shape)
+
+
+def ints(*shape, high=4):
+    return RNG.integers(0, high, shape).astype(np.int64)
+
+
+class S:
+    """One sample: positional inputs (arrays or Python scalars) and attributes."""
+
+    def __init__(self, *args, **attrs):
+        self.args, self.attrs = args, attrs
+
+    def __repr__(self):
+        return "S(" + ", ".join(getattr(a, "shape", repr(a)).__str__() for a in self.args) + ")"
+
+
+def _sum_to_ref(x, shape):
+    lead = x.ndim - len(shape)
+    x = x.sum(axis=tuple(range(lead))) if lead > 0 else x
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and x.shape[i] != 1)
+    return x.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def _erf_ref(x):
+    return np.vectorize(math.erf)(x)
+
+
+def _scatter_ref(g, idx, dim, shape):
+    out = np.zeros(shape)
+    it = np.nditer(idx, flags=["multi_index"])
+    for v in it:
+        pos = list(it.multi_index)
+        pos[dim] = int(v)
+        out[tuple(pos)] += g[it.multi_index]
+    return out
+
+
+_I = np.array([0, 2, 2])  # repeated on purpose: gradients must accumulate
+
+# name: (samples, reference, differentiable input positions)
+SAMPLES = {
+    "neg": ([S(f(3, 4))], lambda x: -x, [0]),
+    "abs": ([S(away_from_zero(3, 4))], np.abs, [0]),
+    "exp": ([S(f(3, 4))], lambda x: np.e ** x, [0]),
+    "log": ([S(pos(3, 4))], np.log, [0]),
+    "log1p": ([S(pos(5))], lambda x: np.log(1 + x), [0]),
+    "sqrt": ([S(pos(5))], lambda x: x ** 0.5, [0]),
+    "rsqrt": ([S(pos(5))], lambda x: 1 / x ** 0.5, [0]),
+    "sin": ([S(f(5))], np.sin, [0]),
+    "cos": ([S(f(5))], np.cos, [0]),
+    "tanh": ([S(f(3, 4))], lambda x: (np.exp(2 * x) - 1) / (np.exp(2 * x) + 1), [0]),
+    "sigmoid": ([S(f(3, 4))], lambda x: 1 / (1 + np.exp(-x)), [0]),
+    "relu": ([S(away_from_zero(3, 4))], lambda x: np.where(x > 0, x, 0), [0]),
+    "erf": ([S(f(6))], _erf_ref, [0]),
+    "sign": ([S(away_from_zero(5))], lambda x: np.where(x > 0, 1.0, -1.0), [0]),
+    "floor": ([S(f(5) * 3 + 0.5)], lambda x: x - np.mod(x, 1), [0]),
+    "logical_not": ([S(f(5) > 0)], lambda x: ~x, []),
+    "isnan": ([S(np.array([1.0, np.nan, np.inf]))], lambda x: x != x, []),
+    "isfinite": ([S(np.array([1.0, np.nan, -np.inf]))], lambda x: np.abs(x) < np.inf, []),
+    "clamp": ([S(f(3, 4), min=-0.5, max=0.7), S(f(5), min=0.1), S(f(5), max=0.2)],
+              lambda x, min=None, max=None: np.minimum(np.maximum(x, -np.inf if min is None
+                                                                  else min),
+                                                       np.inf if max is None else max), [0]),
+    "cast": ([S(f(4), dtype=None)], lambda x, dtype: x.astype(dtype.np), [0]),
+    "add": ([S(f(3, 4), f(4)), S(f(2, 1, 3), f(4, 1)), S(f(3), 2.5)], lambda x, y: x + y, [0, 1]),
+    "sub": ([S(f(3, 4), f(3, 1)), S(1.5, f(3))], lambda x, y: x - y, [0, 1]),
+    "mul": ([S(f(3, 4), f(4)), S(f(3), 3.0)], lambda x, y: x * y, [0, 1]),
+    "div": ([S(f(3, 4), pos(3, 4)), S(f(3), 4.0)], lambda x, y: x / y, [0, 1]),
+    "pow": ([S(pos(3, 4), f(3, 4)), S(pos(4), 3.0), S(2.0, f(3))], lambda x, y: np.exp(
+        y * np.log(x)), [0, 1]),
+    "maximum": ([S(f(3, 4), f(4))], lambda x, y: np.where(x > y, x, y), [0, 1]),
+    "minimum": ([S(f(3, 4), f(4))], lambda x, y: np.where(x < y, x, y), [0, 1]),
+    "floor_divide": ([S(ints(5, high=20), ints(5, high=3) + 1)], lambda x, y: (x - x % y) // y,
+                     []),
+    "remainder": ([S(ints(5, high=20), ints(5, high=3) + 1)], lambda x, y: x - (x // y) * y, []),
+    "lt": ([S(f(3, 4), f(4))], lambda x, y: x < y, []),
+    "le": ([S(f(3, 4), 0.0)], lambda x, y: x <= y, []),
+    "gt": ([S(f(3, 4), f(3, 4))], lambda x, y: x > y, []),
+    "ge": ([S(f(3), f(3))], lambda x, y: x >= y, []),
+    "eq": ([S(ints(6), ints(6))], lambda x, y: x == y, []),
+    "ne": ([S(ints(6), ints(6))], lambda x, y: x != y, []),
+    "logical_and": ([S(f(6) > 0, f(6) > 0)], lambda x, y: x & y, []),
+    "logical_or": ([S(f(6) > 0, f(6) > 0)], lambda x, y: x | y, []),
+    "logical_xor": ([S(f(6) > 0, f(6) > 0)], lambda x, y: x ^ y, []),
+    "tanh_backward": ([S(f(3, 4), f(3, 4))], lambda g, y: g - g * y * y, [0, 1]),
+    "sigmoid_backward": ([S(f(3, 4), f(3, 4))], lambda g, y: g * y - g * y * y, [0, 1]),
+    "threshold_backward": ([S(f(3, 4), away_from_zero(3, 4))], lambda g, y: g * (y > 0), [0]),
+    "where": ([S(f(3, 4) > 0, f(3, 4), f(4))], lambda c, x, y: np.choose(c.astype(int),
+                                                                          [np.broadcast_to(
+                                                                              y, c.shape),
+                                                                           x]), [1, 2]),
+    "sum": ([S(f(3, 4), dim=None, keepdim=False), S(f(3, 4, 2), dim=(0, 2), keepdim=True),
+             S(f(3, 4), dim=(1,), keepdim=False)],
+            lambda x, dim, keepdim: np.add.reduce(x, axis=dim, keepdims=keepdim), [0]),
+    "mean": ([S(f(3, 4), dim=(1,), keepdim=False), S(f(3, 4), dim=None, keepdim=True)],
+             lambda x, dim, keepdim: np.add.reduce(x, axis=dim, keepdims=keepdim)
+             / (x.size / np.add.reduce(x, axis=dim, keepdims=keepdim).size), [0]),
+    "prod": ([S(pos(3, 4), dim=(1,), keepdim=False), S(pos(5), dim=None, keepdim=False)],
+             lambda x, dim, keepdim: np.multiply.reduce(x, axis=dim, keepdims=keepdim), [0]),
+    "amax": ([S(f(3, 4), dim=(1,), keepdim=False), S(f(3, 4), dim=None, keepdim=False)],
+             lambda x, dim, keepdim: np.maximum.reduce(x, axis=dim, keepdims=keepdim), [0]),
+    "amin": ([S(f(3, 4), dim=(0,), keepdim=True)],
+             lambda x, dim, keepdim: np.minimum.reduce(x, axis=dim, keepdims=keepdim), [0]),
+    "argmax": ([S(f(3, 4), dim=(1,), keepdim=False), S(f(3, 4), dim=None, keepdim=False)],
+               lambda x, dim, keepdim: np.argsort(x.reshape(-1) if dim is None else x,
+                                                  axis=-1 if dim is None else dim[0]).take(
+                   -1, axis=-1 if dim is None else dim[0]), []),
+    "argmin": ([S(f(3, 4), dim=(0,), keepdim=False)],
+               lambda x, dim, keepdim: np.argsort(x, axis=0)[0], []),
+    "any": ([S(f(3, 4) > 1, dim=(1,), keepdim=False)],
+            lambda x, dim, keepdim: np.logical_or.reduce(x, axis=dim[0]), []),
+    "all": ([S(f(3, 4) > -1.5, dim=None, keepdim=False)],
+            lambda x, dim, keepdim: np.logical_and.reduce(x.reshape(-1)), []),
+    "reshape": ([S(f(3, 4), shape=(2, 6)), S(f(4), shape=(2, 1, 2))],
+                lambda x, shape: np.ascontiguousarray(x).reshape(shape), [0]),
+    "permute": ([S(f(2, 3, 4), dims=(2, 0, 1))], lambda x, dims: np.moveaxis(x, dims,
+                                                                             range(3)) * 0 +
+                np.einsum("abc->cab", x), [0]),
+    "transpose": ([S(f(2, 3, 4), dim0=0, dim1=2)], lambda x, dim0, dim1: np.einsum("abc->cba", x),
+                  [0]),
+    "expand": ([S(f(3, 1), shape=(2, 3, 4))], lambda x, shape: x + np.zeros(shape), [0]),
+    "squeeze": ([S(f(3, 1, 4, 1), dims=(1, 3))], lambda x, dims: x.reshape(3, 4), [0]),
+    "unsqueeze": ([S(f(3, 4), dim=1)], lambda x, dim: x.reshape(3, 1, 4), [0]),
+    "sum_to": ([S(f(2, 3, 4), shape=(3, 1)), S(f(3, 4), shape=(1, 4))], _sum_to_ref, [0]),
+    "cat": ([S(f(2, 3), f(4, 3), dim=0), S(f(2, 1), f(2, 3), f(2, 2), dim=1)],
+            lambda *xs, dim: np.concatenate(xs, dim), [0, 1]),
+    "clone": ([S(f(3, 4))], lambda x: x + 0, [0]),
+    "getitem": ([S(f(4, 5), index=(slice(1, 3), 2)), S(f(4, 5), index=(None, Ellipsis, 1)),
+                 S(f(4, 5), _I, index=(Slot(0),)), S(f(4, 5), _I, _I, index=(Slot(0), Slot(1)))],
+                lambda x, *idx, index: x[tuple(idx[i.k] if isinstance(i, Slot) else i
+                                               for i in index)], [0]),
+    "index_scatter": ([S(f(3, 5), _I, shape=(4, 5), index=(Slot(0),)),
+                       S(f(2), shape=(4, 5), index=(slice(1, 3), 2))],
+                      lambda g, *idx, shape, index: _scatter_ref(
+                          g, np.broadcast_to(idx[0][:, None], g.shape), 0, shape)
+                      if idx else np.pad(g[:, None], ((1, 1), (2, 2))), [0]),
+    "setitem": ([S(f(4, 5), f(5), index=(slice(1, 3),)), S(f(4, 5), 0.5, index=(0, 1)),
+                 S(f(4, 5), f(2, 5), np.array([0, 3]), index=(Slot(0),))],
+                lambda x, v, *idx, index: _setitem_ref(x, v, idx, index), [0, 1]),
+    "gather": ([S(f(3, 4), ints(3, 2), dim=1)], lambda x, idx, dim: np.array(
+        [[x[i, idx[i, j]] for j in range(2)] for i in range(3)]), [0]),
+    "scatter_add": ([S(f(3, 2), ints(3, 2), dim=1, shape=(3, 4))],
+                    lambda g, idx, dim, shape: _scatter_ref(g, idx, dim, shape), [0]),
+    "matmul": ([S(f(3, 4), f(4, 2)), S(f(4), f(4, 2)), S(f(3, 4), f(4)), S(f(4), f(4)),
+                S(f(2, 3, 4), f(4, 5)), S(f(2, 1, 3, 4), f(5, 4, 2))],
+               lambda a, b: np.einsum("...ij,...jk->...ik", a.reshape((1,) * (a.ndim == 1) +
+                                                                      a.shape),
+                                      b.reshape(b.shape + (1,) * (b.ndim == 1))).reshape(
+                   np.matmul(a, b).shape), [0, 1]),
+    "full": ([S(shape=(2, 3), value=1.5, dtype=None)],
+             lambda shape, value, dtype: np.ones(shape) * value, []),
+    "arange": ([S(start=1, end=7, step=2, dtype=None)],
+               lambda start, end, step, dtype: np.array([1.0, 3.0, 5.0]), []),
+    "eye": ([S(n=3, m=2, dtype=None)], lambda n, m, dtype: np.array([[1.0, 0], [0, 1], [0, 0]]),
+            []),
+    "linspace": ([S(start=0.0, end=1.0, steps=5, dtype=None)],
+                 lambda start, end, steps, dtype: np.arange(5) / 4, []),
+    "rand": ([S(shape=(3, 4), dtype=None)], None, []),
+    "randn": ([S(shape=(3, 4), dtype=None)], None, []),
+    "randint": ([S(low=0, high=5, shape=(3, 4), dtype=None)], None, []),
+}
+
+
+def _setitem_ref(x, v, idx, index):
+    out = x.copy()
+    out[tuple(idx[i.k] if isinstance(i, Slot) else i for i in index)] = v
+    return out

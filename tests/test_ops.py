@@ -1,0 +1,197 @@
+"""Every op-table entry: impl vs an independent numpy reference, shape rule vs impl,
+vjp vs finite differences (float64), second-order vjp, and result dtypes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ops import OPS
+from tracejit.ops.registry import ELEMENTWISE
+from tracejit.ops.rules import aval_of
+from tracejit.tensor.dispatch import apply
+
+from op_samples import SAMPLES
+
+CASES = [(name, i) for name, (samples, _, _) in SAMPLES.items() for i in range(len(samples))]
+
+
+def _attrs(name, sample, dtype=tj.float64):
+    attrs = dict(sample.attrs)
+    if "dtype" in attrs and attrs["dtype"] is None:
+        attrs["dtype"] = tj.float32 if name == "cast" else (
+            tj.int64 if name == "randint" else dtype)
+    return attrs
+
+
+def _inputs(sample, requires_grad=()):
+    out = []
+    for i, a in enumerate(sample.args):
+        if isinstance(a, np.ndarray):
+            t = tj.tensor(a)
+            if i in requires_grad:
+                t.requires_grad_()
+            out.append(t)
+        else:
+            out.append(a)
+    return out
+
+
+def test_every_op_has_samples():
+    missing = [op.name for op in OPS if op.name not in SAMPLES]
+    assert not missing, f"add samples for {missing} to tests/op_samples.py"
+
+
+@pytest.mark.parametrize("name,i", CASES)
+def test_impl_matches_reference(name, i):
+    samples, ref, _ = SAMPLES[name]
+    s = samples[i]
+    attrs = _attrs(name, s)
+    out = apply(OPS[name], *_inputs(s), **attrs)
+    if ref is None:  # random ops: check the distribution's support instead
+        data = out.numpy()
+        assert data.shape == tuple(attrs["shape"])
+        if name == "rand":
+            assert data.min() >= 0 and data.max() < 1
+        if name == "randint":
+            assert data.min() >= attrs["low"] and data.max() < attrs["high"]
+        return
+    expected = ref(*s.args, **attrs)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("name,i", CASES)
+def test_shape_rule_matches_impl(name, i):
+    samples, _, _ = SAMPLES[name]
+    s = samples[i]
+    attrs = _attrs(name, s)
+    inputs = _inputs(s)
+    out = apply(OPS[name], *inputs, **attrs)
+    aval = OPS[name].infer(*[aval_of(x) for x in inputs], **attrs)
+    assert tuple(aval.shape) == tuple(out.shape)
+    assert aval.dtype is out.dtype
+
+
+@pytest.mark.parametrize("name,i", [(n, i) for n, i in CASES if SAMPLES[n][2]])
+def test_vjp_matches_finite_differences(name, i):
+    samples, _, diff = SAMPLES[name]
+    s = samples[i]
+    attrs = _attrs(name, s)
+    diff = [d for d in diff if isinstance(s.args[d], np.ndarray)]
+    inputs = _inputs(s, requires_grad=diff)
+    op = OPS[name]
+    assert op.vjp is not None
+
+    def fn(*xs):
+        return apply(op, *xs, **attrs)
+
+    tol = dict(eps=1e-2, atol=1e-3) if name == "cast" else {}
+    assert tj.autograd.gradcheck(fn, tuple(inputs), **tol)
+
+
+@pytest.mark.parametrize("name,i", [(n, i) for n, i in CASES if SAMPLES[n][2]
+                                    and n not in ("cast", "sign", "floor")])
+def test_second_order_vjp_matches_finite_differences(name, i):
+    """The vjp rules are tracejit ops, so differentiating them again must be right too."""
+    samples, _, diff = SAMPLES[name]
+    s = samples[i]
+    attrs = _attrs(name, s)
+    diff = [d for d in diff if isinstance(s.args[d], np.ndarray)]
+    inputs = _inputs(s, requires_grad=diff)
+    op = OPS[name]
+    out = apply(op, *inputs, **attrs)
+    v = tj.tensor(np.random.default_rng(i).uniform(-1, 1, tuple(out.shape)), requires_grad=True)
+    diff_inputs = [inputs[d] for d in diff]
+
+    def first_grads(*xs):
+        args = list(inputs)
+        for d, x in zip(diff, xs[:-1]):
+            args[d] = x
+        y = apply(op, *args, **attrs)
+        grads = tj.autograd.grad(y, list(xs[:-1]), xs[-1], create_graph=True, allow_unused=True)
+        return tuple(g if g is not None else (xs[0] * 0) for g in grads)
+
+    assert tj.autograd.gradcheck(first_grads, tuple(diff_inputs) + (v,))
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.kind == ELEMENTWISE],
+                         ids=lambda op: op.name)
+def test_elementwise_ops_declare_a_scalar_expression_or_are_exempt(op):
+    exempt = {"clamp"}  # lowered through min/max by the code generators
+    assert op.expr is not None or op.name in exempt
+
+
+@pytest.mark.parametrize("a,b,expected", [
+    (tj.float32, tj.float64, tj.float64),
+    (tj.float32, tj.int64, tj.float32),
+    (tj.float16, tj.int64, tj.float16),
+    (tj.int32, tj.int64, tj.int64),
+    (tj.bool, tj.int32, tj.int32),
+    (tj.bool, tj.bool, tj.bool),
+    (tj.float16, tj.float32, tj.float32),
+])
+def test_tensor_tensor_promotion(a, b, expected):
+    x = tj.ones(3, dtype=a)
+    y = tj.ones(3, dtype=b)
+    assert (x + y).dtype is expected
+    assert (y * x).dtype is expected
+
+
+@pytest.mark.parametrize("dtype,scalar,expected", [
+    (tj.float32, 2.5, tj.float32),      # a Python float does not upcast float32
+    (tj.float16, 2.5, tj.float16),
+    (tj.int64, 2.5, tj.float32),        # int tensor with a float scalar -> default float
+    (tj.int32, 2, tj.int32),
+    (tj.bool, 2, tj.int64),
+    (tj.bool, True, tj.bool),
+    (tj.float64, 2, tj.float64),
+])
+def test_python_scalar_promotion(dtype, scalar, expected):
+    x = tj.ones(3, dtype=dtype)
+    assert (x + scalar).dtype is expected
+    assert (scalar + x).dtype is expected
+
+
+def test_zero_dim_tensor_does_not_upcast_a_dimensioned_one():
+    x = tj.ones(3, dtype=tj.float32)
+    s = tj.tensor(2.0, dtype=tj.float64)
+    assert (x * s).dtype is tj.float32
+    assert (tj.ones(3, dtype=tj.int64) * s).dtype is tj.float64
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sigmoid", "tanh", "sin"])
+def test_float_ops_on_integers_compute_in_default_float(name):
+    x = tj.tensor([1, 2, 3])
+    assert getattr(tj, name)(x).dtype is tj.float32
+
+
+def test_division_of_integers_is_true_division_in_float32():
+    assert (tj.tensor([1, 2]) / tj.tensor([2, 4])).dtype is tj.float32
+    assert (tj.tensor([7]) // 2).dtype is tj.int64
+
+
+def test_comparisons_return_bool_and_reductions_of_ints_are_int64():
+    x = tj.tensor([1, 2, 3], dtype=tj.int32)
+    assert (x < 2).dtype is tj.bool
+    assert x.sum().dtype is tj.int64
+    assert (x > 1).sum().dtype is tj.int64
+
+
+def test_result_type_matches_pytorch_over_all_dtype_pairs():
+    torch = pytest.importorskip("torch")
+    from tracejit import dtypes as dt
+
+    names = ["bool", "int32", "int64", "float16", "float32", "float64"]
+    for a in names:
+        for b in names:
+            for a0 in (False, True):
+                ta = torch.ones((), dtype=getattr(torch, a)) if a0 else \
+                    torch.ones(2, dtype=getattr(torch, a))
+                tb = torch.ones(2, dtype=getattr(torch, b))
+                x = tj.ones(*(() if a0 else (2,)), dtype=getattr(tj, a))
+                y = tj.ones(2, dtype=getattr(tj, b))
+                assert dt.result_type(x, y).name == str(torch.result_type(ta, tb)).split(".")[1]
+            for scalar in (True, 3, 2.5):
+                tb = torch.ones(2, dtype=getattr(torch, a))
+                expected = str(torch.result_type(tb, scalar)).split(".")[1]
+                assert dt.result_type(tj.ones(2, dtype=getattr(tj, a)), scalar).name == expected
