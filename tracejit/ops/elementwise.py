@@ -147,10 +147,11 @@ _binary("sub", np.subtract, "({0} - {1})",
         lambda g, out, x, y: (g, -g if needs_grad(y) else None), saves=())
 _binary("mul", np.multiply, "({0} * {1})",
         lambda g, out, x, y: (g * y if needs_grad(x) else None,
-                              g * x if needs_grad(y) else None))
+                              g * x if needs_grad(y) else None), save_when={0: (1,), 1: (0,)})
 _binary("div", np.true_divide, "({0} / {1})",
         lambda g, out, x, y: (g / y if needs_grad(x) else None,
-                              -(g * x) / (y * y) if needs_grad(y) else None), rule=FLOAT)
+                              -(g * x) / (y * y) if needs_grad(y) else None), rule=FLOAT,
+        save_when={0: (1,), 1: (0, 1)})
 
 
 def _pow_vjp(g, out, x, y):
@@ -159,7 +160,8 @@ def _pow_vjp(g, out, x, y):
     return gx, gy
 
 
-_binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True)
+_binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True,
+        save_when={0: (0, 1), 1: (0,)})
 _binary("maximum", np.maximum, "max({0}, {1})",
         lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
 _binary("minimum", np.minimum, "min({0}, {1})",

@@ -45,4 +45,4 @@ def _matmul_vjp(g, out, a, b):
 
 
 register("matmul", LINALG, np.matmul, _infer_matmul, _matmul_vjp, saves=(0, 1), arity=2,
-         grad_name="MmBackward0")
+         save_when={0: (1,), 1: (0,)}, grad_name="MmBackward0")

@@ -66,6 +66,8 @@ class OpDef:
     dtype_rule: str = PROMOTE
     grad_name: str = ""
     arity: int = 1
+    save_when: dict | None = None  # {saved input: inputs whose gradient needs it}; save
+                                   # only when one of those requires grad (as PyTorch does)
     meta_inputs: bool = True     # vjp reads shape/dtype/requires_grad of unsaved inputs
     view: bool = False           # result may alias the first input's memory
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back

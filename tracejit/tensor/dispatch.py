@@ -173,6 +173,7 @@ def _record(op, args, attrs, out: Tensor) -> Node:
     """Give `out` a backward node of `op` with edges to the inputs' history."""
     edges, saved, metas, versions = [], [], [], []
     saves = op.saves
+    when = op.save_when
     i = 0
     for a in args:
         if isinstance(a, Tensor):
@@ -183,7 +184,7 @@ def _record(op, args, attrs, out: Tensor) -> Node:
             else:
                 edges.append(_NO_EDGE)
             metas.append((d.shape, d.dtype, a._rg))
-            if i in saves:
+            if i in saves and (when is None or _any_requires_grad(args, when.get(i))):
                 saved.append(a)
                 c = a._vc
                 if c is None:
@@ -212,6 +213,16 @@ def _record(op, args, attrs, out: Tensor) -> Node:
 
 
 _NO_EDGE = (None, 0)
+
+
+def _any_requires_grad(args, positions) -> bool:
+    if positions is None:
+        return True
+    for j in positions:
+        a = args[j]
+        if isinstance(a, Tensor) and a._rg:
+            return True
+    return False
 
 
 def user_frame() -> str:
@@ -248,6 +259,7 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
         isinstance(a, Tensor) and a._rg for a in args)
     if record:
         _check_inplace_allowed(target)
+    pre_version = counter(target)[0]
     if op.inplace is not None:
         old_data = target._data.copy() if (record and 0 in op.saves) else target._data
         try:
@@ -261,7 +273,7 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
         np.copyto(target._data, result, casting="unsafe")
     counter(target)[0] += 1
     if record:
-        _rebase_history(op, target, old_data, others, attrs)
+        _rebase_history(op, target, old_data, others, attrs, pre_version)
     if STATE.capture is not None:
         STATE.capture.record_inplace(op, args, attrs, target)
     return target
@@ -295,7 +307,7 @@ def _check_inplace_result(op, target: Tensor, result: np.ndarray):
                            f"output type {td.name}")
 
 
-def _rebase_history(op, target: Tensor, old_data, others, attrs):
+def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: int):
     old = _make(old_data)
     old._rg, old.grad_fn, old._output_nr = target._rg, target.grad_fn, target._output_nr
     if old_data is target._data:
@@ -304,7 +316,13 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs):
     value._vc = target._vc
     if value._data.dtype.kind != "f":
         return
-    _record(op, (old,) + others, attrs, value)
+    node = _record(op, (old,) + others, attrs, value)
+    # inputs are saved as they were before this op wrote (an argument aliasing the
+    # target is now stale), the output as it is after
+    n_inputs = len(node.versions) - op.save_out
+    for i in range(n_inputs):
+        if node.versions[i][0] is target._vc:
+            node.versions[i] = (target._vc, pre_version)
     base = target._base
     if base is None:
         target.grad_fn, target._rg, target._output_nr = value.grad_fn, True, 0
