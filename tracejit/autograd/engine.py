@@ -73,7 +73,7 @@ def _anomaly_check(node, grads):
 
     for i, g in enumerate(grads):
         if g is not None and g.dtype.is_floating_point and np.isnan(g._data).any():
-            where = node._where
+            where = node._extras.where if node._extras is not None else None
             origin = f" The forward op '{where[0]}' ran at {where[1]}." if where else ""
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
                                f"output.{origin}")
@@ -104,20 +104,19 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
             grads = buffers.pop(node, None)
             if grads is None:
                 grads = [None] * node.num_outputs
-            elif node._pre_hooks is not None or node._retain is not None:
+            elif node._extras is not None:
                 grads = _run_tensor_hooks(node, grads)
             if capture:
                 for nr, g in enumerate(grads):
                     slot = capture.get((node, nr))
                     if slot is not None:
                         results[slot] = g
-            run = needed is None or needed.get(node, False)
-            if run:
-                for g in grads:
-                    if g is not None:
-                        break
-                else:
-                    run = False
+            if len(grads) == 1:
+                run = grads[0] is not None
+            else:
+                run = any(g is not None for g in grads)
+            if needed is not None and run:
+                run = needed.get(node, False)
             if type(node) is AccumulateGrad:
                 if run and accumulate:
                     node.apply(grads)
@@ -126,8 +125,8 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                 in_grads = node.apply(grads)
                 if anomaly:
                     _anomaly_check(node, in_grads)
-                if node._post_hooks:
-                    for hook in list(node._post_hooks.values()):
+                if node._extras is not None and node._extras.post_hooks:
+                    for hook in list(node._extras.post_hooks.values()):
                         hook(in_grads, grads)
             else:
                 in_grads = _NONES * len(node._edges)
@@ -164,14 +163,15 @@ def _run_tensor_hooks(node, grads):
     for nr, g in enumerate(grads):
         if g is None:
             continue
-        if node._pre_hooks and nr in node._pre_hooks:
-            for hook in list(node._pre_hooks[nr].values()):
+        ex = node._extras
+        if ex.pre_hooks and nr in ex.pre_hooks:
+            for hook in list(ex.pre_hooks[nr].values()):
                 r = hook(g)
                 if r is not None:
                     g = r
             grads[nr] = g
-        if node._retain and nr in node._retain:
-            t = node._retain[nr]()
+        if ex.retain and nr in ex.retain:
+            t = ex.retain[nr]()
             if t is not None:
                 gd = g if STATE.grad_enabled else g.detach()
                 t.grad = gd.clone() if t.grad is None else t.grad + gd

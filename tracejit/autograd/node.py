@@ -46,18 +46,32 @@ class RemovableHandle:
 _hook_ids = iter(range(1 << 62))
 
 
+class NodeExtras:
+    """Rarely used per-node state, kept out of line so recording a node stays cheap."""
+
+    __slots__ = ("pre_hooks", "retain", "post_hooks", "where")
+
+    def __init__(self):
+        self.pre_hooks = None   # {output_nr: {id: fn}}: tensor hooks on this node's outputs
+        self.retain = None      # {output_nr: weakref(tensor)}: retain_grad
+        self.post_hooks = None  # {id: fn(grad_inputs, grad_outputs)}
+        self.where = None       # (op name, file:line) recorded under detect_anomaly
+
+
 class Node:
     """A node of the backward graph. `next_functions` are `(node_or_None, output_nr)`."""
 
-    __slots__ = ("_edges", "_pre_hooks", "_retain", "_post_hooks", "_where", "__weakref__")
+    __slots__ = ("_edges", "_extras", "__weakref__")
     num_outputs = 1
 
     def __init__(self, edges):
         self._edges = edges
-        self._pre_hooks = None   # {output_nr: {id: fn}} tensor hooks on this node's outputs
-        self._retain = None      # {output_nr: weakref(tensor)} for retain_grad
-        self._post_hooks = None
-        self._where = None       # (op description, file:line) under detect_anomaly
+        self._extras = None
+
+    def extras(self) -> NodeExtras:
+        if self._extras is None:
+            self._extras = NodeExtras()
+        return self._extras
 
     def name(self) -> str:
         return type(self).__name__
@@ -68,24 +82,27 @@ class Node:
 
     def register_hook(self, fn) -> RemovableHandle:
         """fn(grad_inputs, grad_outputs) after this node runs."""
-        if self._post_hooks is None:
-            self._post_hooks = {}
+        ex = self.extras()
+        if ex.post_hooks is None:
+            ex.post_hooks = {}
         key = next(_hook_ids)
-        self._post_hooks[key] = fn
-        return RemovableHandle(self._post_hooks, key)
+        ex.post_hooks[key] = fn
+        return RemovableHandle(ex.post_hooks, key)
 
     def add_tensor_hook(self, output_nr: int, fn) -> RemovableHandle:
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
-        hooks = self._pre_hooks.setdefault(output_nr, {})
+        ex = self.extras()
+        if ex.pre_hooks is None:
+            ex.pre_hooks = {}
+        hooks = ex.pre_hooks.setdefault(output_nr, {})
         key = next(_hook_ids)
         hooks[key] = fn
         return RemovableHandle(hooks, key)
 
     def retain_output(self, output_nr: int, tensor) -> None:
-        if self._retain is None:
-            self._retain = {}
-        self._retain[output_nr] = weakref.ref(tensor)
+        ex = self.extras()
+        if ex.retain is None:
+            ex.retain = {}
+        ex.retain[output_nr] = weakref.ref(tensor)
 
     def apply(self, grads: list) -> tuple:
         raise NotImplementedError
@@ -100,18 +117,17 @@ class Node:
 class OpNode(Node):
     """Backward of one op-table primitive; the subclass per op fixes `op`."""
 
-    __slots__ = ("saved", "versions", "attrs", "metas", "out_data", "freed")
+    __slots__ = ("saved", "versions", "attrs", "metas", "out_data")
     op: OpDef = None
 
     def __init__(self, edges, saved, versions, attrs, metas, out_data):
         self._edges = edges  # Node.__init__ inlined: this runs once per recorded op
-        self._pre_hooks = self._retain = self._post_hooks = self._where = None
+        self._extras = None
         self.saved = saved          # inputs the vjp reads (Tensor / scalar), else None
         self.versions = versions    # [(counter, value)] of saved tensors, for in-place checks
         self.attrs = attrs
         self.metas = metas          # (shape, numpy dtype, requires_grad) of each tensor input
         self.out_data = out_data    # the output array, when the op saves its output
-        self.freed = False
 
     def _check_versions(self):
         n_saved = len(self.versions) - (self.out_data is not None)
@@ -125,7 +141,7 @@ class OpNode(Node):
                     "before modifying it in place, or avoid the in-place op.")
 
     def apply(self, grads):
-        if self.freed:
+        if self.saved is None:  # released after an earlier backward
             raise RuntimeError(FREED_MESSAGE)
         for counter, value in self.versions:
             if counter[0] != value:
@@ -160,7 +176,6 @@ class OpNode(Node):
 
     def release(self):
         if self.versions:
-            self.freed = True
             self.saved = None
             self.out_data = None
 

@@ -72,6 +72,7 @@ class OpDef:
     view: bool = False           # result may alias the first input's memory
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
     node_cls: type | None = field(default=None, repr=False)
+    save_plans: dict = field(default_factory=dict, repr=False)  # cache for eager dispatch
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"

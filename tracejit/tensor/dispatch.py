@@ -113,7 +113,7 @@ def unary(op, x: Tensor) -> Tensor:
         out = np.asarray(out)
     t = _make(out)
     if x._rg and STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
-        _record(op, (x,), _NO_ATTRS, t)
+        _record_unary(op, x, t)
     if STATE.capture is not None:
         STATE.capture.record(op, (x,), _NO_ATTRS, t)
     return t
@@ -148,7 +148,7 @@ def binary(op, x: Tensor, y) -> Tensor:
     t = _make(out)
     if STATE.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
             and op.vjp is not None and out.dtype.kind == "f":
-        _record(op, (x, y), _NO_ATTRS, t)
+        _record_binary(op, x, y, t)
     if STATE.capture is not None:
         STATE.capture.record(op, (x, y), _NO_ATTRS, t)
     return t
@@ -169,34 +169,23 @@ def _edge(a: Tensor):
     return (a._grad_accumulator(), 0)
 
 
-def _record(op, args, attrs, out: Tensor) -> Node:
-    """Give `out` a backward node of `op` with edges to the inputs' history."""
-    edges, saved, metas, versions = [], [], [], []
-    saves = op.saves
-    when = op.save_when
-    i = 0
-    for a in args:
-        if isinstance(a, Tensor):
-            d = a._data
-            if a._rg:
-                fn = a.grad_fn
-                edges.append((fn, a._output_nr) if fn is not None else (a._grad_accumulator(), 0))
-            else:
-                edges.append(_NO_EDGE)
-            metas.append((d.shape, d.dtype, a._rg))
-            if i in saves and (when is None or _any_requires_grad(args, when.get(i))):
-                saved.append(a)
-                c = a._vc
-                if c is None:
-                    c = a._vc = [0]
-                versions.append((c, c[0]))
-            else:
-                saved.append(None)
-        else:
-            edges.append(None)
-            metas.append(None)
-            saved.append(a)
-        i += 1
+def _save_plan(op, rgs: tuple) -> tuple:
+    """Which inputs `op` saves when the inputs' requires_grad flags are `rgs` (cached)."""
+    plan = op.save_plans.get(rgs)
+    if plan is None:
+        when = op.save_when or {}
+        plan = op.save_plans[rgs] = tuple(
+            i in op.saves and (i not in when or any(rgs[j] for j in when[i]))
+            for i in range(len(rgs)))
+    return plan
+
+
+def _edge_of(a: Tensor):
+    fn = a.grad_fn
+    return (fn, a._output_nr) if fn is not None else (a._grad_accumulator(), 0)
+
+
+def _finish_node(op, out: Tensor, edges, saved, versions, attrs, metas) -> Node:
     out_data = None
     if op.save_out:
         c = out._vc
@@ -206,23 +195,77 @@ def _record(op, args, attrs, out: Tensor) -> Node:
         out_data = out._data
     node = (op.node_cls or node_class(op))(edges, saved, versions, attrs, metas, out_data)
     if STATE.anomaly:
-        node._where = (op.name, user_frame())
+        node.extras().where = (op.name, user_frame())
     out._rg = True
     out.grad_fn = node
     return node
 
 
+def _version_of(a: Tensor) -> tuple:
+    c = a._vc
+    if c is None:
+        c = a._vc = [0]
+    return (c, c[0])
+
+
+def _record(op, args, attrs, out: Tensor) -> Node:
+    """Give `out` a backward node of `op` with edges to the inputs' history."""
+    rgs = tuple(isinstance(a, Tensor) and a._rg for a in args)
+    plan = _save_plan(op, rgs)
+    edges, saved, metas, versions = [], [], [], []
+    for a, rg, save in zip(args, rgs, plan):
+        if isinstance(a, Tensor):
+            d = a._data
+            edges.append(_edge_of(a) if rg else _NO_EDGE)
+            metas.append((d.shape, d.dtype, rg))
+            if save:
+                saved.append(a)
+                versions.append(_version_of(a))
+            else:
+                saved.append(None)
+        else:
+            edges.append(None)
+            metas.append(None)
+            saved.append(a)
+    return _finish_node(op, out, edges, saved, versions, attrs, metas)
+
+
+def _record_unary(op, x: Tensor, out: Tensor) -> Node:
+    d = x._data
+    versions = []
+    if op.saves:
+        saved = [x]
+        versions.append(_version_of(x))
+    else:
+        saved = [None]
+    return _finish_node(op, out, [_edge_of(x)], saved, versions, _NO_ATTRS,
+                        [(d.shape, d.dtype, True)])
+
+
+def _record_binary(op, x: Tensor, y, out: Tensor) -> Node:
+    xd = x._data
+    xrg = x._rg
+    scalar = type(y) is float or type(y) is int
+    yrg = not scalar and y._rg
+    save_x, save_y = _save_plan(op, (xrg, yrg))
+    versions = []
+    if save_x:
+        versions.append(_version_of(x))
+    if scalar:
+        edges = [_edge_of(x) if xrg else _NO_EDGE, None]
+        metas = [(xd.shape, xd.dtype, xrg), None]
+        saved = [x if save_x else None, y]
+    else:
+        yd = y._data
+        edges = [_edge_of(x) if xrg else _NO_EDGE, _edge_of(y) if yrg else _NO_EDGE]
+        metas = [(xd.shape, xd.dtype, xrg), (yd.shape, yd.dtype, yrg)]
+        saved = [x if save_x else None, y if save_y else None]
+        if save_y:
+            versions.append(_version_of(y))
+    return _finish_node(op, out, edges, saved, versions, _NO_ATTRS, metas)
+
+
 _NO_EDGE = (None, 0)
-
-
-def _any_requires_grad(args, positions) -> bool:
-    if positions is None:
-        return True
-    for j in positions:
-        a = args[j]
-        if isinstance(a, Tensor) and a._rg:
-            return True
-    return False
 
 
 def user_frame() -> str:
