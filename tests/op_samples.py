@@ -152,6 +152,7 @@ SAMPLES = {
     "cat": ([S(f(2, 3), f(4, 3), dim=0), S(f(2, 1), f(2, 3), f(2, 2), dim=1)],
             lambda *xs, dim: np.concatenate(xs, dim), [0, 1]),
     "clone": ([S(f(3, 4))], lambda x: x + 0, [0]),
+    "detach": ([S(f(3, 4))], lambda x: x + 0, []),
     "getitem": ([S(f(4, 5), index=(slice(1, 3), 2)), S(f(4, 5), index=(None, Ellipsis, 1)),
                  S(f(4, 5), _I, index=(Slot(0),)), S(f(4, 5), _I, _I, index=(Slot(0), Slot(1)))],
                 lambda x, *idx, index: x[tuple(idx[i.k] if isinstance(i, Slot) else i

@@ -135,5 +135,6 @@ register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqu
 register("sum_to", REDUCE, _sum_to, _infer_sum_to,
          lambda g, out, x, shape: (F.expand(g, tuple(x.shape)),), expr="+")
 register("cat", SHAPE, _cat, _infer_cat, _cat_vjp, arity=-1)
+register("detach", SHAPE, lambda x: x.view(), _same, view=True)
 register("clone", ELEMENTWISE, lambda x: np.array(x, copy=True), _same,
          lambda g, out, x: (g,), expr="{0}", dtype_rule="cast")

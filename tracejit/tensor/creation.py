@@ -56,8 +56,9 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     >>> tj.tensor([[1., 2.], [3., 4.]], requires_grad=True)
     """
     check_device(device)
-    if isinstance(data, Tensor):
-        arr = np.array(data._data, copy=True)
+    if isinstance(data, Tensor):  # a copy without history (recorded when tracing)
+        out = data.detach().clone()
+        return _finish(out if dtype is None else out.to(dtype), requires_grad)
     elif isinstance(data, np.ndarray):
         arr = np.array(data, copy=True)
         dt.from_numpy_dtype(arr.dtype)

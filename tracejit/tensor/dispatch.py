@@ -19,7 +19,7 @@ from .tensor import Tensor, _make
 
 _ndarray = np.ndarray
 _from_np = dt._BY_NP
-_SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}
+_SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}  # Python scalars as operands
 _PACKAGE_DIR = __file__.rsplit("/", 2)[0]
 
 
@@ -82,6 +82,8 @@ def _explain(op, args, attrs, err):
 
 def apply(op, *args, **attrs) -> Tensor:
     """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
+    if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
+        return STATE.capture.apply(op, args, attrs)
     try:
         out = op.impl(*_arrays(op, args), **attrs)
     except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
@@ -96,8 +98,6 @@ def apply(op, *args, **attrs) -> Tensor:
                 break
     if op.view:
         _mark_view(op, args[0], attrs, t)
-    if STATE.capture is not None:
-        STATE.capture.record(op, args, attrs, t)
     return t
 
 
@@ -106,7 +106,7 @@ def apply(op, *args, **attrs) -> Tensor:
 
 def unary(op, x: Tensor) -> Tensor:
     a = x._data
-    if op.dtype_rule is FLOAT and a.dtype.kind != "f":
+    if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None:
         return apply(op, x)
     out = op.impl(a)
     if type(out) is not _ndarray:
@@ -114,8 +114,6 @@ def unary(op, x: Tensor) -> Tensor:
     t = _make(out)
     if x._rg and STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
         _record_unary(op, x, t)
-    if STATE.capture is not None:
-        STATE.capture.record(op, (x,), _NO_ATTRS, t)
     return t
 
 
@@ -123,6 +121,8 @@ _NO_ATTRS: dict = {}
 
 
 def binary(op, x: Tensor, y) -> Tensor:
+    if STATE.capture is not None:
+        return apply(op, x, y)
     a = x._data
     ty = type(y)
     if ty is float:
@@ -149,8 +149,6 @@ def binary(op, x: Tensor, y) -> Tensor:
     if STATE.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
             and op.vjp is not None and out.dtype.kind == "f":
         _record_binary(op, x, y, t)
-    if STATE.capture is not None:
-        STATE.capture.record(op, (x, y), _NO_ATTRS, t)
     return t
 
 
@@ -297,6 +295,8 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     base, through `CopySlices`); the version counter makes stale saved tensors
     raise at backward.
     """
+    if STATE.capture is not None:
+        return STATE.capture.apply_inplace(op, target, others, attrs)
     args = (target,) + others
     record = STATE.grad_enabled and op.vjp is not None and any(
         isinstance(a, Tensor) and a._rg for a in args)
@@ -317,8 +317,6 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     counter(target)[0] += 1
     if record:
         _rebase_history(op, target, old_data, others, attrs, pre_version)
-    if STATE.capture is not None:
-        STATE.capture.record_inplace(op, args, attrs, target)
     return target
 
 
@@ -377,12 +375,7 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
     # the view's own history now reads from the rewritten base
     fresh = _make(base._data)
     fresh.grad_fn, fresh._rg, fresh._vc = node, True, base._vc
-    prev = STATE.capture
-    STATE.capture = None
-    try:
-        for vop, vattrs in target._view:
-            fresh = apply(vop, fresh, **vattrs)
-    finally:
-        STATE.capture = prev
+    for vop, vattrs in target._view:
+        fresh = apply(vop, fresh, **vattrs)
     target.grad_fn, target._rg, target._output_nr = fresh.grad_fn, True, 0
 

@@ -17,6 +17,7 @@ from .. import dtypes as dt
 from ..autograd import node as _node
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
+from ..ir.symbolic import SymInt
 from ..ops.rules import normalize_dim, normalize_dims
 from .dispatch import apply, apply_inplace, binary as _binary_fast, unary as _unary_fast
 from .tensor import Tensor, _make
@@ -27,7 +28,7 @@ _FAST = (Tensor, float, int, bool)
 def _operand(x):
     """A Tensor or Python scalar from whatever the user passed (numpy values, lists)."""
     t = type(x)
-    if t in _FAST or isinstance(x, Tensor):
+    if t in _FAST or isinstance(x, (Tensor, SymInt)):
         return x
     if isinstance(x, np.generic):
         return x.item()
@@ -39,10 +40,11 @@ def _operand(x):
 
 
 def _shape_arg(shape) -> tuple:
-    """Accept f(2, 3), f((2, 3)) and f([2, 3]); ints from 0-d tensors are read."""
+    """Accept f(2, 3), f((2, 3)) and f([2, 3]); ints from 0-d tensors are read;
+    symbolic sizes (while tracing) stay symbolic."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple(s if isinstance(s, SymInt) else int(s) for s in shape)
 
 
 # ---- elementwise ---------------------------------------------------------------------------
@@ -552,10 +554,11 @@ def _index_template(index) -> tuple[tuple, tuple]:
         index = (index,)
     template, tensors = [], []
     for i in index:
-        if i is None or i is Ellipsis or type(i) is int or type(i) is bool:
+        if i is None or i is Ellipsis or type(i) is int or type(i) is bool or \
+                isinstance(i, SymInt):
             template.append(i)
         elif isinstance(i, slice):
-            template.append(slice(*(None if v is None else int(v)
+            template.append(slice(*(v if v is None or isinstance(v, SymInt) else int(v)
                                     for v in (i.start, i.stop, i.step))))
         elif isinstance(i, Tensor) and i.ndim == 0 and i.dtype.category == 1:
             template.append(int(i))

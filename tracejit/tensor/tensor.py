@@ -94,6 +94,8 @@ class Tensor:
     # ---- state -----------------------------------------------------------------------------
     @property
     def shape(self) -> Size:
+        if STATE.capture is not None:  # tracing: sizes are symbolic (SymInt)
+            return STATE.capture.shape_of(self)
         return Size(self._data.shape)
 
     @property
@@ -154,9 +156,7 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        t = _make(self._data)
-        t._vc = self._vc
-        return t
+        return self.detach()
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -176,15 +176,20 @@ class Tensor:
 
     def size(self, dim: int | None = None):
         if dim is None:
-            return Size(self._data.shape)
+            return self.shape
         from ..ops.rules import normalize_dim
 
-        return self._data.shape[normalize_dim(dim, self._data.ndim, "size")]
+        return self.shape[normalize_dim(dim, self._data.ndim, "size")]
 
     def dim(self) -> int:
         return self._data.ndim
 
     def numel(self) -> int:
+        if STATE.capture is not None:
+            n = 1
+            for s in self.shape:
+                n = n * s
+            return n
         return self._data.size
 
     def element_size(self) -> int:
@@ -287,11 +292,10 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A tensor sharing data (and version counter) with no history."""
-        from .dispatch import counter
+        from ..ops import OPS
+        from .dispatch import apply
 
-        t = _make(self._data)
-        t._vc = counter(self)
-        return t
+        return apply(OPS.detach, self)
 
     def detach_(self) -> "Tensor":
         if self._base is not None and self._base._rg:

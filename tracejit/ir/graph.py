@@ -1,0 +1,100 @@
+"""The IR: SSA `Graph`s of `Node`s that name op-table entries, over typed `Value`s.
+
+A value's type is a dtype and a shape whose entries are ints or `SymInt`
+expressions (`f32[B,784]`). Nodes keep the user source line that produced
+them. Besides op-table ops a graph holds `guard` nodes (a tensor-to-Python
+read seen while tracing, checked on every run) and records in-place updates
+of its inputs as `mutations` (input, new value), applied after all guards pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import dtypes as dt
+
+
+@dataclass(eq=False)
+class Value:
+    """An SSA value: a tensor of `dtype` and `shape` (ints and SymInts)."""
+
+    dtype: dt.dtype
+    shape: tuple
+    producer: "Node | None" = None
+    name: str = ""          # a hint for printing (input names); numbering is at print time
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def requires_grad(self) -> bool:  # shape rules may ask
+        return False
+
+
+@dataclass(eq=False)
+class Node:
+    """`outputs = op(inputs, **attrs)`; inputs are Values or Python scalars/SymInts."""
+
+    op: str
+    inputs: list
+    attrs: dict
+    outputs: list
+    source: str = ""
+    regions: list = field(default_factory=list)  # sub-graphs (control flow, fused kernels)
+
+    @property
+    def output(self) -> Value:
+        return self.outputs[0]
+
+
+GUARD = "guard"  # attrs: kind ('bool'|'item'|'int'|'float'|'array'), expected
+
+
+@dataclass(eq=False)
+class Graph:
+    name: str
+    inputs: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    mutations: list = field(default_factory=list)   # [(input Value, new Value)]
+    made_by: str = "trace"
+    symbols: dict = field(default_factory=dict)     # symbol -> display name ('s0' -> 'B')
+    input_kinds: list = field(default_factory=list)  # 'arg' | 'param' | 'captured' per input
+
+    def add_node(self, op: str, inputs: list, attrs: dict, out_types: list,
+                 source: str = "") -> Node:
+        node = Node(op, list(inputs), dict(attrs), [], source)
+        for dtype, shape in out_types:
+            node.outputs.append(Value(dtype, tuple(shape), node))
+        self.nodes.append(node)
+        return node
+
+    def users(self) -> dict:
+        """{Value: [Node, ...]} for every value used by a node."""
+        out: dict[Any, list] = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                if isinstance(v, Value):
+                    out.setdefault(v, []).append(n)
+        return out
+
+    def __str__(self) -> str:
+        from .printer import format_graph
+
+        return format_graph(self)
+
+    def format(self, sources: bool = False) -> str:
+        from .printer import format_graph
+
+        return format_graph(self, sources=sources)
+
+    def to_dot(self) -> str:
+        from .printer import to_dot
+
+        return to_dot(self)
+
+    def verify(self) -> None:
+        from .verifier import verify
+
+        verify(self)

@@ -1,0 +1,124 @@
+"""Deterministic text dumps of IR graphs, and graphviz `to_dot`.
+
+Values are numbered at print time (%0, %1, ... in order of definition; inputs
+keep their names), symbols print by their display names (B, T, ...), so two
+traces of the same program print identically.
+"""
+from __future__ import annotations
+
+from .graph import GUARD, Graph, Value
+from .symbolic import SymInt
+
+
+def _dim(d, names: dict) -> str:
+    if isinstance(d, SymInt):
+        src = d.source()
+        for sym in sorted(names, key=len, reverse=True):
+            src = src.replace(sym, names[sym])
+        return src.replace(" ", "")
+    return str(d)
+
+
+def format_type(v: Value, names: dict) -> str:
+    return f"{v.dtype.short}[{','.join(_dim(d, names) for d in v.shape)}]"
+
+
+class _Namer:
+    def __init__(self, graph: Graph):
+        self.names: dict = {}
+        used = set()
+        for v in graph.inputs:
+            base = v.name or "in"
+            name, k = base, 1
+            while name in used:
+                name, k = f"{base}_{k}", k + 1
+            used.add(name)
+            self.names[v] = name
+        self.counter = 0
+
+    def define(self, v: Value) -> str:
+        self.names[v] = str(self.counter)
+        self.counter += 1
+        return "%" + self.names[v]
+
+    def ref(self, x, syms: dict) -> str:
+        if isinstance(x, Value):
+            return "%" + self.names.get(x, "?")
+        if isinstance(x, SymInt):
+            return _dim(x, syms)
+        return _literal(x, syms)
+
+
+def _literal(x, syms) -> str:
+    if isinstance(x, SymInt):
+        return _dim(x, syms)
+    if isinstance(x, tuple):
+        return "(" + ", ".join(_literal(v, syms) for v in x) + ("," if len(x) == 1 else "") + ")"
+    if isinstance(x, list):
+        return "[" + ", ".join(_literal(v, syms) for v in x) + "]"
+    if isinstance(x, slice):
+        parts = [_literal(v, syms) if v is not None else "" for v in (x.start, x.stop, x.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if x.step is not None else "")
+    if x is Ellipsis:
+        return "..."
+    if hasattr(x, "short") and hasattr(x, "np"):
+        return x.name
+    if hasattr(x, "shape") and hasattr(x, "tolist"):
+        return f"array{list(x.shape)}"
+    return repr(x)
+
+
+def _attrs(attrs: dict, syms: dict) -> str:
+    if not attrs:
+        return ""
+    return " {" + ", ".join(f"{k}={_literal(v, syms)}" for k, v in attrs.items()) + "}"
+
+
+def format_graph(graph: Graph, sources: bool = False) -> str:
+    """The dump: a header naming the pass that made the graph, then one line per node."""
+    syms = graph.symbols
+    namer = _Namer(graph)
+    sig = ", ".join(f"%{namer.names[v]}: {format_type(v, syms)}" for v in graph.inputs)
+    outs = ", ".join(format_type(v, syms) for v in graph.outputs)
+    lines = [f"# graph {graph.name}  [after: {graph.made_by} · {len(graph.nodes)} nodes]",
+             f"graph({sig}) -> ({outs}):"]
+    for node in graph.nodes:
+        args = ", ".join(namer.ref(x, syms) for x in node.inputs)
+        if node.op == GUARD:
+            line = f"  guard[{node.attrs['kind']}]({args}) == {_literal(node.attrs['expected'], syms)}"
+        else:
+            defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
+            line = f"  {defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
+        if sources and node.source:
+            line += f"  # {node.source}"
+        lines.append(line)
+    for target, value in graph.mutations:
+        lines.append(f"  mutate %{namer.names[target]} <- {namer.ref(value, syms)}")
+    lines.append("  return " + ", ".join(namer.ref(v, syms) for v in graph.outputs))
+    return "\n".join(lines)
+
+
+def to_dot(graph: Graph) -> str:
+    """Graphviz source: one box per node, edges along values."""
+    syms = graph.symbols
+    namer = _Namer(graph)
+    lines = [f'digraph "{graph.name}" {{', "  node [shape=box, fontname=monospace];"]
+    ids = {}
+    for i, v in enumerate(graph.inputs):
+        ids[v] = f"in{i}"
+        lines.append(f'  in{i} [label="{namer.names[v]}\\n{format_type(v, syms)}", shape=ellipse];')
+    for k, node in enumerate(graph.nodes):
+        label = node.op if node.op != GUARD else f"guard[{node.attrs['kind']}]"
+        types = ", ".join(format_type(v, syms) for v in node.outputs)
+        lines.append(f'  n{k} [label="{label}\\n{types}"];')
+        for x in node.inputs:
+            if isinstance(x, Value) and x in ids:
+                lines.append(f"  {ids[x]} -> n{k};")
+        for v in node.outputs:
+            ids[v] = f"n{k}"
+    for j, v in enumerate(graph.outputs):
+        lines.append(f'  out{j} [label="output {j}", shape=ellipse];')
+        if v in ids:
+            lines.append(f"  {ids[v]} -> out{j};")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,260 @@
+"""Symbolic sizes: `SymInt` stands for a tensor dimension during tracing.
+
+A SymInt carries its value in this trace (the hint) and an expression over
+size symbols (s0, s1, ...), kept as an integer polynomial so that
+`(B * 784) // B` is just 784. Arithmetic stays symbolic; anything that turns
+a size into a Python decision — a comparison, `bool`, `int`, `range`,
+indexing — records a guard (expression, value seen) with the recorder, so the
+trace is reused only where that decision comes out the same.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+# A polynomial: {monomial: coefficient}, a monomial a sorted tuple of symbol names
+# (repeated for powers); () is the constant term.
+Poly = dict
+
+
+def _poly_add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+        if out[m] == 0:
+            del out[m]
+    return out
+
+
+def _poly_mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb))
+            out[m] = out.get(m, 0) + ca * cb
+            if out[m] == 0:
+                del out[m]
+    return out
+
+
+def _poly_div_exact(a: Poly, b: Poly) -> Poly | None:
+    """a / b when b is a single monomial dividing every term of a exactly."""
+    if len(b) != 1:
+        return None
+    (mb, cb), = b.items()
+    out: Poly = {}
+    for ma, ca in a.items():
+        rest = list(ma)
+        for s in mb:
+            if s not in rest:
+                return None
+            rest.remove(s)
+        if ca % cb:
+            return None
+        out[tuple(rest)] = ca // cb
+    return out
+
+
+def poly_source(p: Poly) -> str:
+    """Python source of a polynomial over symbol variables (deterministic)."""
+    if not p:
+        return "0"
+    parts = []
+    for m in sorted(p, key=lambda m: (-len(m), m)):
+        c = p[m]
+        factors = list(m)
+        if c != 1 or not factors:
+            factors.insert(0, str(c))
+        parts.append("*".join(factors))
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+class SymInt:
+    """A tensor size that may differ between calls; see the module docstring."""
+
+    __slots__ = ("hint", "poly", "opaque", "recorder")
+
+    def __init__(self, hint: int, poly: Poly | None, recorder, opaque: str | None = None):
+        self.hint = int(hint)
+        self.poly = poly          # None when the expression is not a polynomial
+        self.opaque = opaque      # source of a non-polynomial expression
+        self.recorder = recorder
+
+    # ---- construction -------------------------------------------------------------------
+    @staticmethod
+    def symbol(name: str, hint: int, recorder) -> "SymInt":
+        return SymInt(hint, {(name,): 1}, recorder)
+
+    def source(self) -> str:
+        return self.opaque if self.poly is None else poly_source(self.poly)
+
+    def symbols(self) -> set:
+        import re
+
+        return set(re.findall(r"\bs\d+\b", self.source()))
+
+    # ---- arithmetic stays symbolic ------------------------------------------------------
+    def _binary(self, other, op: str, fn: Callable[[int, int], int], reflected=False):
+        if isinstance(other, SymInt):
+            a, b = (other, self) if reflected else (self, other)
+            ov = other.hint
+        elif isinstance(other, int) and not isinstance(other, bool):
+            a, b = (other, self) if reflected else (self, other)
+            ov = other
+        else:
+            return NotImplemented
+        hint = fn(ov, self.hint) if reflected else fn(self.hint, ov)
+        pa, pb = _as_poly(a), _as_poly(b)
+        poly = None
+        if pa is not None and pb is not None:
+            if op == "+":
+                poly = _poly_add(pa, pb)
+            elif op == "-":
+                poly = _poly_add(pa, pb, -1)
+            elif op == "*":
+                poly = _poly_mul(pa, pb)
+            elif op == "//":
+                poly = _poly_div_exact(pa, pb)
+            elif op == "%":
+                poly = {} if _poly_div_exact(pa, pb) is not None else None
+        return make(hint, poly, self.recorder, None if poly is not None else
+                    f"({_src(a)} {op} {_src(b)})")
+
+    def __add__(self, o):
+        return self._binary(o, "+", lambda a, b: a + b)
+
+    def __radd__(self, o):
+        return self._binary(o, "+", lambda a, b: a + b, True)
+
+    def __sub__(self, o):
+        return self._binary(o, "-", lambda a, b: a - b)
+
+    def __rsub__(self, o):
+        return self._binary(o, "-", lambda a, b: a - b, True)
+
+    def __mul__(self, o):
+        return self._binary(o, "*", lambda a, b: a * b)
+
+    def __rmul__(self, o):
+        return self._binary(o, "*", lambda a, b: a * b, True)
+
+    def __floordiv__(self, o):
+        return self._binary(o, "//", lambda a, b: a // b)
+
+    def __rfloordiv__(self, o):
+        return self._binary(o, "//", lambda a, b: a // b, True)
+
+    def __mod__(self, o):
+        return self._binary(o, "%", lambda a, b: a % b)
+
+    def __rmod__(self, o):
+        return self._binary(o, "%", lambda a, b: a % b, True)
+
+    def __neg__(self):
+        return self * -1
+
+    def __pos__(self):
+        return self
+
+    # ---- decisions become guards --------------------------------------------------------
+    def _compare(self, other, op: str, fn):
+        if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
+            return NotImplemented
+        hint = fn(self.hint, other.hint if isinstance(other, SymInt) else other)
+        if not isinstance(self - other, SymInt):  # the difference is a known constant
+            return hint
+        self.recorder.add_shape_guard(f"({self.source()}) {op} ({_src(other)})", hint)
+        return hint
+
+    def __eq__(self, o):
+        return self._compare(o, "==", lambda a, b: a == b)
+
+    def __ne__(self, o):
+        return self._compare(o, "!=", lambda a, b: a != b)
+
+    def __lt__(self, o):
+        return self._compare(o, "<", lambda a, b: a < b)
+
+    def __le__(self, o):
+        return self._compare(o, "<=", lambda a, b: a <= b)
+
+    def __gt__(self, o):
+        return self._compare(o, ">", lambda a, b: a > b)
+
+    def __ge__(self, o):
+        return self._compare(o, ">=", lambda a, b: a >= b)
+
+    def __hash__(self):
+        return hash(self.hint)
+
+    def specialize(self, why: str = "int") -> int:
+        self.recorder.add_shape_guard(f"({self.source()}) == {self.hint}", True)
+        return self.hint
+
+    def __index__(self) -> int:
+        return self.specialize("index")
+
+    def __int__(self) -> int:
+        return self.specialize("int")
+
+    def __float__(self) -> float:
+        return float(self.specialize("float"))
+
+    def __bool__(self) -> bool:
+        return self != 0
+
+    def __repr__(self) -> str:
+        return str(self.hint)
+
+    def __str__(self) -> str:
+        return str(self.hint)
+
+
+def _as_poly(x) -> Poly | None:
+    if isinstance(x, SymInt):
+        return x.poly
+    return {(): x} if x else {}
+
+
+def _src(x) -> str:
+    return x.source() if isinstance(x, SymInt) else str(x)
+
+
+def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt | int":
+    """A SymInt, or a plain int when the expression turned out constant."""
+    if poly is not None and all(m == () for m in poly):
+        return poly.get((), 0)
+    return SymInt(hint, poly, recorder, opaque)
+
+
+def hint_of(x):
+    """The concrete value of a SymInt (no guard), recursively through tuples/lists."""
+    if isinstance(x, SymInt):
+        return x.hint
+    if type(x) is tuple:
+        return tuple(hint_of(v) for v in x)
+    if type(x) is list:
+        return [hint_of(v) for v in x]
+    return x
+
+
+def has_sym(x) -> bool:
+    if isinstance(x, SymInt):
+        return True
+    if type(x) in (tuple, list):
+        return any(has_sym(v) for v in x)
+    if type(x) is slice:
+        return has_sym((x.start, x.stop, x.step))
+    return False
+
+
+def evaluate(x, env: dict):
+    """Replace every SymInt in a (nested) attribute by its value under `env`."""
+    if isinstance(x, SymInt):
+        return eval(x.source(), {}, env)  # noqa: S307 — our own generated expressions
+    if type(x) is tuple:
+        return tuple(evaluate(v, env) for v in x)
+    if type(x) is list:
+        return [evaluate(v, env) for v in x]
+    if type(x) is slice:
+        return slice(evaluate(x.start, env), evaluate(x.stop, env), evaluate(x.step, env))
+    return x

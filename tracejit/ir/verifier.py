@@ -1,0 +1,79 @@
+"""The IR verifier: structural and type checks, run after every pass in tests."""
+from __future__ import annotations
+
+from ..ops import OPS
+from .graph import GUARD, Graph, Value
+from .symbolic import SymInt
+
+
+class VerificationError(RuntimeError):
+    pass
+
+
+def verify(graph: Graph) -> None:
+    """Raise VerificationError naming the first broken rule.
+
+    Rules: every value is defined once, before its uses; nodes name table ops
+    (or guards) with the arity the op takes; each output type is what the op's
+    shape rule gives for the input types; outputs and mutations refer to
+    defined values, mutations to graph inputs.
+    """
+    defined = set()
+    for v in graph.inputs:
+        if not isinstance(v, Value):
+            raise VerificationError(f"graph input {v!r} is not a Value")
+        if v in defined:
+            raise VerificationError(f"graph input %{v.name} is listed twice")
+        defined.add(v)
+    for i, node in enumerate(graph.nodes):
+        where = f"node {i} ({node.op})"
+        for x in node.inputs:
+            if isinstance(x, Value) and x not in defined:
+                raise VerificationError(f"{where} uses a value before it is defined")
+        if node.op == GUARD:
+            if len(node.inputs) != 1 or node.outputs:
+                raise VerificationError(f"{where}: a guard reads one value and defines none")
+            continue
+        if node.op not in OPS:
+            raise VerificationError(f"{where}: unknown op {node.op!r}")
+        op = OPS[node.op]
+        if op.arity >= 0 and len(node.inputs) != op.arity:
+            raise VerificationError(f"{where}: {op.name} takes {op.arity} inputs, got "
+                                    f"{len(node.inputs)}")
+        for v in node.outputs:
+            if v in defined:
+                raise VerificationError(f"{where} redefines a value (SSA violated)")
+            if v.producer is not node:
+                raise VerificationError(f"{where}: output's producer is another node")
+            defined.add(v)
+        _check_types(node, where)
+    for v in graph.outputs:
+        if isinstance(v, Value) and v not in defined:
+            raise VerificationError("graph output is not defined by the graph")
+    for target, value in graph.mutations:
+        if target not in graph.inputs:
+            raise VerificationError("a mutation targets a value that is not a graph input")
+        if value not in defined:
+            raise VerificationError("a mutation writes an undefined value")
+
+
+def _hint(d):
+    return d.hint if isinstance(d, SymInt) else d
+
+
+def _check_types(node, where: str) -> None:
+    from ..ops.registry import AVal
+
+    op = OPS[node.op]
+    avals = [AVal(tuple(x.shape), x.dtype) if isinstance(x, Value) else x for x in node.inputs]
+    try:
+        expect = op.infer(*avals, **node.attrs)
+    except Exception as err:  # noqa: BLE001
+        raise VerificationError(f"{where}: shape rule rejects the input types: {err}") from None
+    got = node.outputs[0]
+    if expect.dtype is not got.dtype:
+        raise VerificationError(f"{where}: output dtype {got.dtype.name}, but the op gives "
+                                f"{expect.dtype.name}")
+    if tuple(_hint(d) for d in expect.shape) != tuple(_hint(d) for d in got.shape):
+        raise VerificationError(f"{where}: output shape {[_hint(d) for d in got.shape]}, but the "
+                                f"op gives {[_hint(d) for d in expect.shape]}")
