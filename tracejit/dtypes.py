@@ -102,6 +102,8 @@ def result_type(*operands) -> dtype:
         t = type(x)
         if t in _SCALAR_DTYPE:
             d, tier = _SCALAR_DTYPE[t], 2
+        elif t.__name__ == "SymInt":  # a symbolic size used as a number while tracing
+            d, tier = int64, 2
         elif t is np.bool_ or t is np.float64 or t is np.float32 or isinstance(x, np.generic):
             d, tier = _SCALAR_DTYPE[type(x.item())], 2
         else:

@@ -162,7 +162,7 @@ class SymInt:
         hint = fn(self.hint, other.hint if isinstance(other, SymInt) else other)
         if not isinstance(self - other, SymInt):  # the difference is a known constant
             return hint
-        self.recorder.add_shape_guard(f"({self.source()}) {op} ({_src(other)})", hint)
+        self.recorder.add_shape_guard(self.source(), op, _src(other), hint)
         return hint
 
     def __eq__(self, o):
@@ -187,7 +187,7 @@ class SymInt:
         return hash(self.hint)
 
     def specialize(self, why: str = "int") -> int:
-        self.recorder.add_shape_guard(f"({self.source()}) == {self.hint}", True)
+        self.recorder.add_shape_guard(self.source(), "==", str(self.hint), True)
         return self.hint
 
     def __index__(self) -> int:
@@ -234,6 +234,8 @@ def hint_of(x):
         return tuple(hint_of(v) for v in x)
     if type(x) is list:
         return [hint_of(v) for v in x]
+    if type(x) is slice:
+        return slice(hint_of(x.start), hint_of(x.stop), hint_of(x.step))
     return x
 
 

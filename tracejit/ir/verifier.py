@@ -1,7 +1,6 @@
 """The IR verifier: structural and type checks, run after every pass in tests."""
 from __future__ import annotations
 
-from ..ops import OPS
 from .graph import GUARD, Graph, Value
 from .symbolic import SymInt
 
@@ -18,6 +17,8 @@ def verify(graph: Graph) -> None:
     shape rule gives for the input types; outputs and mutations refer to
     defined values, mutations to graph inputs.
     """
+    from ..ops import OPS
+
     defined = set()
     for v in graph.inputs:
         if not isinstance(v, Value):
@@ -46,7 +47,7 @@ def verify(graph: Graph) -> None:
             if v.producer is not node:
                 raise VerificationError(f"{where}: output's producer is another node")
             defined.add(v)
-        _check_types(node, where)
+        _check_types(OPS[node.op], node, where)
     for v in graph.outputs:
         if isinstance(v, Value) and v not in defined:
             raise VerificationError("graph output is not defined by the graph")
@@ -61,10 +62,9 @@ def _hint(d):
     return d.hint if isinstance(d, SymInt) else d
 
 
-def _check_types(node, where: str) -> None:
+def _check_types(op, node, where: str) -> None:
     from ..ops.registry import AVal
 
-    op = OPS[node.op]
     avals = [AVal(tuple(x.shape), x.dtype) if isinstance(x, Value) else x for x in node.inputs]
     try:
         expect = op.infer(*avals, **node.attrs)

@@ -6,6 +6,7 @@ dispatch reuses to explain a numpy failure.
 from __future__ import annotations
 
 from .. import dtypes as dt
+from ..ir.symbolic import SymInt
 from .registry import AVal, COMPARE, FLOAT, LOGICAL
 
 
@@ -31,6 +32,8 @@ def aval_of(x) -> AVal:
     """AVal of a tensor-like or a Python scalar (shape ())."""
     if isinstance(x, (bool, int, float)):
         return AVal((), dt.as_dtype(type(x)))
+    if isinstance(x, SymInt):  # a size used as a number while tracing
+        return AVal((), dt.int64)
     return AVal(tuple(x.shape), x.dtype)
 
 

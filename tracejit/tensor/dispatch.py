@@ -40,7 +40,7 @@ def _compute_dtype(op, args):
             elif ad != d:
                 mixed = True
         else:
-            c = _SCALAR_CATEGORY.get(type(a), 2)
+            c = _SCALAR_CATEGORY.get(type(a), 1 if isinstance(a, int) else 2)
             if c > scalar_cat:
                 scalar_cat = c
     if d is None:

@@ -1,0 +1,1 @@
+"""Backends that run IR graphs: `interpret` (numpy through the op table)."""

@@ -1,0 +1,1 @@
+"""Capture: turning a running program into guarded IR traces (`tj.trace`)."""

@@ -1,0 +1,106 @@
+"""Entry guards of a trace, compiled into one Python function.
+
+A trace is reused for a call only if every assumption its capture made still
+holds: each tensor input's type, dtype, rank, requires_grad and static sizes;
+the size relations recorded as shape guards; non-tensor arguments; Python
+scalars read from globals, closures and module attributes. The checks are
+generated as straight-line Python source (a few microseconds per call).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..tensor.tensor import Tensor
+
+MISSING = object()
+
+
+@dataclass
+class Guard:
+    """One assumption, for people: what it checks and where it came from."""
+
+    what: str
+    where: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.what}" + (f"   ({self.where})" if self.where else "")
+
+
+class EntryGuards:
+    def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list):
+        self.guards: list[Guard] = []
+        self.checks: list[tuple[str, Guard]] = []   # (python condition, guard)
+        ns = {"Tensor": Tensor, "MISSING": MISSING}
+        graph = recorder.graph
+        names = graph.symbols
+        lines = []
+        for i, (t, v) in enumerate(zip(recorder.inputs, graph.inputs)):
+            a, d = f"a{i}", f"d{i}"
+            ns[f"DT{i}"] = t._data.dtype
+            label = v.name
+            cond = (f"isinstance({a}, Tensor) and {d}.dtype is DT{i} and {d}.ndim == {t.ndim} "
+                    f"and {a}._rg is {t.requires_grad}")
+            what = (f"{label}: {t.dtype.name}, rank {t.ndim}, requires_grad={t.requires_grad}")
+            lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))
+            self._add(lines, cond, Guard(what))
+            for dim, size in enumerate(v.shape):
+                if isinstance(size, int):
+                    self._add(lines, f"{d}.shape[{dim}] == {size}",
+                              Guard(f"{label}.shape[{dim}] == {size}"))
+        for index, dim, sym in recorder.bindings:
+            lines.append((f"{sym} = d{index}.shape[{dim}]", None))
+        for g in recorder.shape_guards.values():
+            self._add(lines, f"(({g.source}) == {g.expected!r})",
+                      Guard(g.describe(names), g.where))
+        for i, value in arg_consts.items():
+            ns[f"C{i}"] = value
+            self._add(lines, f"type(p{i}) is type(C{i}) and p{i} == C{i}",
+                      Guard(f"argument {i} == {value!r}"))
+        for k, (what, (kind, holder, name), value) in enumerate(pyreads):
+            ns[f"H{k}"], ns[f"V{k}"] = holder, value
+            if kind == "cell":
+                get = f"H{k}.cell_contents"
+            else:
+                get = f"H{k}.get({name!r}, MISSING)"
+            self._add(lines, f"type({get}) is type(V{k}) and {get} == V{k}",
+                      Guard(f"{what} == {value!r}"))
+        params = ", ".join([f"a{i}" for i in range(len(graph.inputs))] +
+                           [f"p{i}" for i in range(n_args)])
+        body = [f"def check({params}):"]
+        for stmt, guard in lines:
+            body.append(f"    {stmt}" if guard is None else f"    if not ({stmt}): return False")
+        body.append("    return True")
+        self.source = "\n".join(body)
+        exec(compile(self.source, f"<guards of {graph.name}>", "exec"), ns)  # noqa: S102
+        self.check = ns["check"]
+        self._ns = ns
+        self._lines = lines
+
+    def _add(self, lines, cond: str, guard: Guard) -> None:
+        lines.append((cond, guard))
+        self.guards.append(guard)
+
+    def first_failure(self, args) -> Guard | None:
+        """The first guard these arguments fail (slow; for reports only)."""
+        env = dict(self._ns)
+        env.update(self._arg_env(args))
+        for stmt, guard in self._lines:
+            if guard is None:
+                try:
+                    exec(stmt, env)  # noqa: S102
+                except Exception:  # noqa: BLE001
+                    continue
+            else:
+                try:
+                    ok = eval(stmt, env)  # noqa: S307
+                except Exception:  # noqa: BLE001
+                    ok = False
+                if not ok:
+                    return guard
+        return None
+
+    def _arg_env(self, args) -> dict:
+        import inspect
+
+        params = list(inspect.signature(self.check).parameters)
+        return dict(zip(params, args))

@@ -1,0 +1,61 @@
+"""Python values a traced program depends on besides its arguments: scalars in
+its globals, closure cells and module attributes. Each is snapshot at trace
+time and compared on every call, so changing one never goes unnoticed.
+"""
+from __future__ import annotations
+
+import types
+
+SCALARS = (int, float, bool, str, type(None))
+
+
+def _code_objects(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _code_objects(c)
+
+
+def function_reads(fn, depth: int = 3, seen=None) -> list:
+    """[(description, getter, value)] for scalar globals and closure cells `fn` reads,
+    following calls to other plain Python functions up to `depth` levels."""
+    seen = set() if seen is None else seen
+    fn = getattr(fn, "__func__", fn)
+    if not isinstance(fn, types.FunctionType) or fn in seen or depth < 0:
+        return []
+    seen.add(fn)
+    out = []
+    g = fn.__globals__
+    names = {n for code in _code_objects(fn.__code__) for n in code.co_names}
+    for name in sorted(names):
+        if name not in g:
+            continue
+        value = g[name]
+        if isinstance(value, SCALARS):
+            out.append((f"global {name} in {fn.__module__}", ("global", g, name), value))
+        elif isinstance(value, types.FunctionType):
+            out += function_reads(value, depth - 1, seen)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, SCALARS):
+                out.append((f"closure variable {name} of {fn.__qualname__}",
+                            ("cell", cell, None), value))
+            elif isinstance(value, types.FunctionType):
+                out += function_reads(value, depth - 1, seen)
+    return out
+
+
+def module_reads(module) -> list:
+    """Scalar attributes of a module and its submodules (`training` included)."""
+    out = []
+    for prefix, m in module.named_modules():
+        for name, value in vars(m).items():
+            if isinstance(value, SCALARS) and not name.startswith("__"):
+                where = f"{prefix}.{name}" if prefix else name
+                out.append((f"module attribute {where}", ("attr", m.__dict__, name), value))
+        out += function_reads(type(m).forward, depth=2)
+    return out

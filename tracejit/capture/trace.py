@@ -1,0 +1,312 @@
+"""`tj.trace`: capture a function or module into guarded traces, grown into a tree.
+
+A call first looks for a trace whose entry guards hold and runs it; a value
+guard inside the trace may still miss. On any miss the call runs eagerly —
+by tracing it, which is eager execution plus recording — and the new trace
+joins the others. Past the budget of traces, misses just run eagerly and one
+warning names the guard that kept failing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections import Counter
+
+from ..autograd.grad_mode import STATE
+from ..backends.interpret import GuardMiss, Interpreter
+from ..tensor.tensor import Tensor
+from .guards import EntryGuards, Guard
+from .pyvalues import function_reads, module_reads
+from .recorder import Recorder, TraceAborted
+
+DEFAULT_BUDGET = 8
+
+
+def _log_topics() -> set:
+    return {t.strip() for t in os.environ.get("TRACEJIT_LOG", "").split(",") if t.strip()}
+
+
+def log(topic: str, message: str) -> None:
+    if topic in _log_topics():
+        print(f"[tracejit:{topic}] {message}", file=sys.stderr)
+
+
+# ---- argument flattening (tensors anywhere in tuples, lists, dicts) -------------------------
+def flatten(obj, tensors: list, others: list):
+    """Replace tensors by ('t', k) and other leaves by ('p', k); returns the structure."""
+    if isinstance(obj, Tensor):
+        tensors.append(obj)
+        return ("t", len(tensors) - 1)
+    if isinstance(obj, (tuple, list)):
+        return (type(obj), [flatten(v, tensors, others) for v in obj])
+    if isinstance(obj, dict):
+        return (dict, [(k, flatten(v, tensors, others)) for k, v in obj.items()])
+    others.append(obj)
+    return ("p", len(others) - 1)
+
+
+def unflatten(spec, tensors: list, others: list):
+    tag, body = spec
+    if tag == "t":
+        return tensors[body]
+    if tag == "p":
+        return others[body]
+    if tag is dict:
+        return {k: unflatten(v, tensors, others) for k, v in body}
+    items = [unflatten(v, tensors, others) for v in body]
+    return tag(items) if tag is list else tuple(items) if tag is tuple else tag(*items)
+
+
+class Trace:
+    """One captured path: graph, entry guards and the prepared backend."""
+
+    def __init__(self, recorder: Recorder, guards: EntryGuards, out_spec, out_others,
+                 n_user_tensors: int):
+        self.graph = recorder.graph
+        self.guards = guards
+        self.bindings = recorder.bindings
+        self.captured = recorder.inputs[n_user_tensors:]
+        self.out_spec, self.out_others = out_spec, out_others
+        self.runner = Interpreter(self.graph)
+
+    def value_guards(self) -> list[Guard]:
+        return [Guard(f"value of {n.attrs['kind']}() read == {_short(n.attrs['expected'])}",
+                      n.source) for n in self.graph.nodes if n.op == "guard"]
+
+    def run(self, tensors: list):
+        env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+        outs = self.runner.run(tensors, env)
+        return unflatten(self.out_spec, outs, self.out_others)
+
+
+def _short(v) -> str:
+    return f"array of shape {list(v.shape)}" if hasattr(v, "shape") else repr(v)
+
+
+class TracedFunction:
+    """A function with its trace tree. Call it like the function.
+
+    Attributes: `graph` (the first trace's IR), `graph_for(*args)`, `guards`,
+    `stats`, `explain()`.
+    """
+
+    def __init__(self, fn, example_inputs, *, backend: str = "auto",
+                 budget: int = DEFAULT_BUDGET, name: str | None = None):
+        if backend not in ("auto", "interpret", "numba"):
+            raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'numba' or "
+                             "'interpret'")
+        self.fn = fn
+        self.backend = backend
+        self.budget = budget
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.traces: list[Trace] = []
+        self.stats = {"compiles": 0, "guard_failures": 0, "cache_hits": 0, "eager_fallbacks": 0}
+        self.events: list[str] = []
+        self._miss_counts: Counter = Counter()
+        self._warned = False
+        self._aborted: str | None = None
+        if not isinstance(example_inputs, tuple):
+            example_inputs = (example_inputs,)
+        self._trace_call(example_inputs, {}, reason="example inputs")
+
+    # ---- subclasses provide parameters and Python reads ---------------------------------
+    def _param_inputs(self) -> list:
+        return []
+
+    def _pyreads(self) -> list:
+        return function_reads(self.fn)
+
+    def _call_eager(self, args, kwargs):
+        return self.fn(*args, **kwargs)
+
+    # ---- calling ------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        tensors, others = [], []
+        flatten((args, kwargs), tensors, others)
+        params = [t for _, t in self._param_inputs()]
+        miss = None
+        for tr in self.traces:
+            inputs = tensors + params + tr.captured
+            if len(inputs) == len(tr.graph.inputs) and tr.guards.check(*inputs, *others):
+                try:
+                    out = tr.run(inputs)
+                except GuardMiss as m:  # a side exit: another trace may take this path
+                    miss = Guard(f"value read by {m.node.attrs['kind']}(): expected "
+                                 f"{_short(m.node.attrs['expected'])}, saw {m.seen!r}",
+                                 m.node.source)
+                    continue
+                self.stats["cache_hits"] += 1
+                return out
+        self.stats["guard_failures"] += 1
+        if miss is None and self.traces:
+            tr = self.traces[0]
+            inputs = tensors + params + tr.captured
+            miss = tr.guards.first_failure(inputs + others) if len(inputs) == len(
+                tr.graph.inputs) else Guard(f"number of tensor inputs changed to {len(inputs)}")
+        miss = miss or Guard("no trace")
+        self._miss_counts[(miss.what, miss.where)] += 1
+        log("guards", f"{self.name}: guard failed: {miss}")
+        if self._aborted or len(self.traces) >= self.budget:
+            self.stats["eager_fallbacks"] += 1
+            self._warn_budget(miss)
+            return self._call_eager(args, kwargs)
+        return self._trace_call(args, kwargs, reason=str(miss))
+
+    def _warn_budget(self, miss: Guard) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        if self._aborted:
+            msg = f"tracejit: {self.name} runs eagerly: {self._aborted}"
+        else:
+            (what, where), _ = self._miss_counts.most_common(1)[0]
+            msg = (f"tracejit: {self.name} reached its budget of {self.budget} traces and now "
+                   f"runs eagerly when no trace fits; the guard that kept failing: {what}"
+                   + (f" (at {where})" if where else ""))
+        self.events.append(msg)
+        log("recompiles", msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+    def _trace_call(self, args, kwargs, reason: str):
+        """Run the call eagerly while recording it; keep the new trace."""
+        tensors, others = [], []
+        spec = flatten((args, kwargs), tensors, others)
+        rec = Recorder(self.name)
+        for k, t in enumerate(tensors):
+            rec.add_input(t, _arg_name(self.fn, k, spec), "arg", symbolic=True)
+        for pname, p in self._param_inputs():
+            rec.add_input(p, pname, "param", symbolic=False)
+        if STATE.capture is not None:
+            raise RuntimeError("tj.trace cannot be nested inside another trace")
+        STATE.capture = rec
+        try:
+            call_args = unflatten(spec, tensors, others)
+            result = self._call_eager(*call_args)
+        except TraceAborted as err:
+            STATE.capture = None
+            self._aborted = str(err)
+            self.stats["eager_fallbacks"] += 1
+            self._warn_budget(Guard(str(err)))
+            return self._call_eager(args, kwargs)
+        finally:
+            STATE.capture = None
+        rec.closed = True
+        out_tensors, out_others = [], []
+        out_spec = flatten(result, out_tensors, out_others)
+        rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
+        guards = EntryGuards(rec, len(others), dict(enumerate(others)), self._pyreads())
+        trace = Trace(rec, guards, out_spec, out_others, len(tensors) + len(
+            self._param_inputs()))
+        self.traces.append(trace)
+        self.stats["compiles"] += 1
+        event = f"trace {len(self.traces)} recorded ({len(rec.graph.nodes)} nodes); reason: " \
+                f"{reason}"
+        self.events.append(event)
+        log("recompiles", f"{self.name}: {event}")
+        log("graph", "\n" + rec.graph.format(sources=True))
+        return result
+
+    # ---- introspection ------------------------------------------------------------------
+    @property
+    def graph(self):
+        if not self.traces:
+            raise RuntimeError(f"{self.name} has no trace ({self._aborted})")
+        return self.traces[0].graph
+
+    def graph_for(self, *args, **kwargs):
+        """The graph a call with these arguments runs (tracing it if none fits)."""
+        tensors, others = [], []
+        flatten((args, kwargs), tensors, others)
+        params = [t for _, t in self._param_inputs()]
+        for tr in self.traces:
+            inputs = tensors + params + tr.captured
+            if len(inputs) == len(tr.graph.inputs) and tr.guards.check(*inputs, *others):
+                return tr.graph
+        self(*args, **kwargs)
+        return self.traces[-1].graph
+
+    @property
+    def guards(self) -> list[Guard]:
+        """Every guard of the first trace: entry guards, then value guards."""
+        tr = self.traces[0]
+        return tr.guards.guards + tr.value_guards()
+
+    def explain(self) -> str:
+        lines = [f"tracejit report for {self.name}: {len(self.traces)} trace(s), "
+                 f"stats {self.stats}"]
+        for k, tr in enumerate(self.traces, 1):
+            lines.append(f"\ntrace {k}: {len(tr.graph.nodes)} nodes; guards:")
+            for g in tr.guards.guards + tr.value_guards():
+                lines.append(f"  - {g}")
+        lines.append("\nevents:")
+        lines += [f"  - {e}" for e in self.events]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<TracedFunction {self.name}: {len(self.traces)} trace(s)>"
+
+
+def _arg_name(fn, k: int, spec) -> str:
+    import inspect
+
+    try:
+        params = [p for p in inspect.signature(fn).parameters]
+    except (TypeError, ValueError):
+        params = []
+    args_spec = spec[1][0][1]  # structure of positional args
+    flat = []
+    for i, s in enumerate(args_spec):
+        if s[0] == "t":
+            flat.append(params[i] if i < len(params) else f"arg{i}")
+    return flat[k] if k < len(flat) else f"in{k}"
+
+
+class TracedModule(TracedFunction):
+    """A module with its trace tree; parameters and buffers are graph inputs."""
+
+    def __init__(self, module, example_inputs, **kw):
+        self.module = module
+        self._refs = [(m._parameters if kind == "p" else m._buffers, attr, name)
+                      for name, m, attr, kind in _named_tensors(module)]
+        super().__init__(module, example_inputs, name=type(module).__name__, **kw)
+
+    def _param_inputs(self) -> list:
+        return [(name, store[attr]) for store, attr, name in self._refs]
+
+    def _pyreads(self) -> list:
+        return module_reads(self.module)
+
+    def _call_eager(self, args, kwargs):
+        return self.module(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["module"], name)
+
+
+def _named_tensors(module):
+    for prefix, m in module.named_modules():
+        for attr, p in m._parameters.items():
+            if p is not None:
+                yield (f"{prefix}.{attr}" if prefix else attr), m, attr, "p"
+        for attr, b in m._buffers.items():
+            if b is not None:
+                yield (f"{prefix}.{attr}" if prefix else attr), m, attr, "b"
+
+
+def trace(fn_or_module, example_inputs, *, backend: str = "auto",
+          budget: int = DEFAULT_BUDGET):
+    """Trace `fn_or_module` on `example_inputs` into a guarded, reusable callable.
+
+    >>> f = tj.trace(lambda x: (x * 2).relu().sum(), (tj.randn(4, 3),))
+    >>> f(tj.randn(16, 3))   # same trace: sizes are symbolic
+    >>> print(f.graph); print(f.explain())
+    """
+    from ..nn.module import Module
+
+    if isinstance(fn_or_module, Module):
+        return TracedModule(fn_or_module, example_inputs, backend=backend, budget=budget)
+    if not callable(fn_or_module):
+        raise TypeError(f"tj.trace expects a function or nn.Module, got "
+                        f"{type(fn_or_module).__name__}")
+    return TracedFunction(fn_or_module, example_inputs, backend=backend, budget=budget)
