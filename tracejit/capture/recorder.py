@@ -54,6 +54,7 @@ class Recorder:
         self.bindings: list = []               # (input index, dim, symbol)
         self.inputs: list = []                 # the tensor behind each graph input
         self.views: dict[int, int] = {}        # id(view tensor) -> id(base tensor)
+        self.input_values: dict[int, Value] = {}  # id(input tensor) -> its graph input
         self.closed = False
 
     # ---- inputs ----------------------------------------------------------------------------
@@ -73,6 +74,7 @@ class Recorder:
         self.graph.inputs.append(v)
         self.graph.input_kinds.append(kind)
         self.inputs.append(t)
+        self.input_values[id(t)] = v
         self._bind(t, v)
         return v
 
@@ -156,11 +158,13 @@ class Recorder:
             apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
         finally:
             STATE.capture = self
-        old = self.value_of(target)
+        self.value_of(target)  # a tensor from outside the trace becomes an input first
         value = self._record_functional(op, target, others, attrs)
-        if old in self.graph.inputs:
-            self.graph.mutations = [(t, v) for t, v in self.graph.mutations if t is not old]
-            self.graph.mutations.append((old, value))
+        original = self.input_values.get(tid)
+        if original is not None:  # an update of a graph input: committed after the run
+            self.graph.mutations = [(t, v) for t, v in self.graph.mutations
+                                    if t is not original]
+            self.graph.mutations.append((original, value))
         return target
 
     def _record_functional(self, op, target, others, attrs) -> Value:

@@ -106,6 +106,7 @@ class TracedFunction:
         self._miss_counts: Counter = Counter()
         self._warned = False
         self._aborted: str | None = None
+        self._last: Trace | None = None
         if not isinstance(example_inputs, tuple):
             example_inputs = (example_inputs,)
         self._trace_call(example_inputs, {}, reason="example inputs")
@@ -119,6 +120,9 @@ class TracedFunction:
 
     def _call_eager(self, args, kwargs):
         return self.fn(*args, **kwargs)
+
+    def _signature_fn(self):
+        return self.fn
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -137,6 +141,7 @@ class TracedFunction:
                                  m.node.source)
                     continue
                 self.stats["cache_hits"] += 1
+                self._last = tr
                 return out
         self.stats["guard_failures"] += 1
         if miss is None and self.traces:
@@ -174,7 +179,7 @@ class TracedFunction:
         spec = flatten((args, kwargs), tensors, others)
         rec = Recorder(self.name)
         for k, t in enumerate(tensors):
-            rec.add_input(t, _arg_name(self.fn, k, spec), "arg", symbolic=True)
+            rec.add_input(t, _arg_name(self._signature_fn(), k, spec), "arg", symbolic=True)
         for pname, p in self._param_inputs():
             rec.add_input(p, pname, "param", symbolic=False)
         if STATE.capture is not None:
@@ -199,6 +204,7 @@ class TracedFunction:
         trace = Trace(rec, guards, out_spec, out_others, len(tensors) + len(
             self._param_inputs()))
         self.traces.append(trace)
+        self._last = trace
         self.stats["compiles"] += 1
         event = f"trace {len(self.traces)} recorded ({len(rec.graph.nodes)} nodes); reason: " \
                 f"{reason}"
@@ -215,16 +221,13 @@ class TracedFunction:
         return self.traces[0].graph
 
     def graph_for(self, *args, **kwargs):
-        """The graph a call with these arguments runs (tracing it if none fits)."""
-        tensors, others = [], []
-        flatten((args, kwargs), tensors, others)
-        params = [t for _, t in self._param_inputs()]
-        for tr in self.traces:
-            inputs = tensors + params + tr.captured
-            if len(inputs) == len(tr.graph.inputs) and tr.guards.check(*inputs, *others):
-                return tr.graph
+        """The graph a call with these arguments takes. It makes the call (value guards
+        can only be decided by running), tracing a new path if none fits."""
+        self._last = None
         self(*args, **kwargs)
-        return self.traces[-1].graph
+        if self._last is None:
+            raise RuntimeError(f"{self.name} ran these inputs eagerly (no trace fits)")
+        return self._last.graph
 
     @property
     def guards(self) -> list[Guard]:
@@ -279,6 +282,9 @@ class TracedModule(TracedFunction):
 
     def _call_eager(self, args, kwargs):
         return self.module(*args, **kwargs)
+
+    def _signature_fn(self):
+        return self.module.forward
 
     def __getattr__(self, name):
         return getattr(self.__dict__["module"], name)
