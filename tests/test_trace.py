@@ -422,3 +422,59 @@ def test_nested_tensor_arguments_and_outputs():
     out = tf((tj.zeros(2), tj.ones(2)), {"x": tj.ones(3) * 5})
     assert out["sum"].tolist() == [1.0, 1.0] and out["scaled"][0].tolist() == [10.0] * 3
     assert out["scaled"][1] == 3
+
+
+def test_no_grad_regions_inside_a_traced_function_are_replayed():
+    def f(x):
+        with tj.no_grad():
+            scale = x.abs().max() + 1
+        return x / scale
+
+    tf = tj.trace(f, (tj.ones(2, requires_grad=True),))
+    x = tj.tensor([1.0, -3.0], requires_grad=True)
+    tf(x).sum().backward()
+    traced = x.grad.clone()
+    x.grad = None
+    f(x).sum().backward()
+    assert same(traced, x.grad)
+
+
+def test_calls_under_no_grad_use_their_own_trace():
+    def f(x):
+        return x * 2
+
+    tf = tj.trace(f, (tj.ones(2, requires_grad=True),))
+    with tj.no_grad():
+        out = tf(tj.ones(2, requires_grad=True))
+    assert not out.requires_grad
+    assert tf(tj.ones(2, requires_grad=True)).requires_grad
+
+
+def test_backward_inside_a_traced_function_runs_eagerly_with_a_warning():
+    def step(x, w):
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    w = tj.ones(2, requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="backward"):
+        tf = tj.trace(step, (tj.ones(2), w))
+    w.grad = None
+    tf(tj.tensor([1.0, 2.0]), w)
+    assert w.grad.tolist() == [1.0, 2.0]
+
+
+def test_an_untraceable_call_runs_its_side_effects_exactly_once():
+    def f(x, w):
+        x.add_(1)
+        (x * w).sum().backward()
+        return x
+
+    w = tj.ones(2, requires_grad=True)
+    x = tj.zeros(2)
+    with pytest.warns(RuntimeWarning):
+        tf = tj.trace(f, (x, w))
+    assert x.tolist() == [1.0, 1.0] and w.grad.tolist() == [1.0, 1.0]
+    tf(x, w)
+    assert x.tolist() == [2.0, 2.0] and w.grad.tolist() == [3.0, 3.0]
+    assert tf.stats["eager_fallbacks"] == 2

@@ -86,6 +86,8 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     capture: {(node, output_nr): slot} — gradients arriving there are returned in a
     list by slot (autograd.grad); accumulate=False skips AccumulateGrad nodes.
     """
+    if STATE.capture is not None:
+        STATE.capture.unsupported("backward()/autograd.grad()")
     buffers: dict = {}
     for (node, nr), g in zip(roots, root_grads):
         buf = buffers.setdefault(node, [None] * node.num_outputs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd.grad_mode import STATE
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, has_sym
 from ..ops import OPS
@@ -23,9 +24,30 @@ class GuardMiss(Exception):
         self.node, self.seen = node, seen
 
 
-def _resolve(x, env):
+class _Expr:
+    """A size expression compiled once, evaluated per call against the size symbols."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, sym: SymInt):
+        self.code = compile(sym.source(), "<size>", "eval")
+
+
+def _precompile(x):
     if isinstance(x, SymInt):
-        return eval(x.source(), {}, env)  # noqa: S307 — expressions we generated
+        return _Expr(x)
+    if type(x) is tuple:
+        return tuple(_precompile(v) for v in x)
+    if type(x) is list:
+        return [_precompile(v) for v in x]
+    if type(x) is slice:
+        return slice(_precompile(x.start), _precompile(x.stop), _precompile(x.step))
+    return x
+
+
+def _resolve(x, env):
+    if type(x) is _Expr:
+        return eval(x.code, {}, env)  # noqa: S307 — expressions we generated
     if type(x) is tuple:
         return tuple(_resolve(v, env) for v in x)
     if type(x) is list:
@@ -53,31 +75,41 @@ class Interpreter:
         self.steps = []
         for node in graph.nodes:
             if node.op == GUARD:
-                self.steps.append((None, node, None, None))
+                self.steps.append((None, node, None, None, None))
                 continue
             symbolic = any(isinstance(x, SymInt) for x in node.inputs) or has_sym(
                 tuple(node.attrs.values()))
-            self.steps.append((OPS[node.op], node, symbolic, node.attrs))
+            attrs = {k: _precompile(v) for k, v in node.attrs.items()} if symbolic else \
+                node.attrs
+            inputs = [_precompile(x) for x in node.inputs]
+            self.steps.append((OPS[node.op], node, symbolic, attrs, inputs))
 
     def run(self, inputs: list, env: dict) -> list:
         """Run with `inputs` bound to the graph inputs and size symbols bound in `env`."""
         vals = dict(zip(self.graph.inputs, inputs))
-        for op, node, symbolic, attrs in self.steps:
+        caller_mode = STATE.grad_enabled
+        try:
+            self._run(vals, env)
+        finally:
+            STATE.grad_enabled = caller_mode
+        for target, value in self.graph.mutations:  # every guard passed: now commit
+            dst = vals[target]
+            apply_inplace(OPS.setitem, dst, vals[value], index=(Ellipsis,))
+        return [vals[v] for v in self.graph.outputs]
+
+    def _run(self, vals: dict, env: dict) -> None:
+        for op, node, symbolic, attrs, inputs in self.steps:
             if op is None:
                 t = vals[node.inputs[0]]
                 ok, seen = _guard_holds(node.attrs["kind"], node.attrs["expected"], t)
                 if not ok:
                     raise GuardMiss(node, seen)
                 continue
+            STATE.grad_enabled = node.grad_mode
             if symbolic:
-                args = [vals[x] if isinstance(x, Value) else _resolve(x, env)
-                        for x in node.inputs]
+                args = [vals[x] if isinstance(x, Value) else _resolve(x, env) for x in inputs]
                 out = apply(op, *args, **{k: _resolve(v, env) for k, v in attrs.items()})
             else:
-                args = [vals[x] if isinstance(x, Value) else x for x in node.inputs]
+                args = [vals[x] if isinstance(x, Value) else x for x in inputs]
                 out = apply(op, *args, **attrs)
             vals[node.outputs[0]] = out
-        for target, value in self.graph.mutations:  # every guard passed: now commit
-            dst = vals[target]
-            apply_inplace(OPS.setitem, dst, vals[value], index=(Ellipsis,))
-        return [vals[v] for v in self.graph.outputs]

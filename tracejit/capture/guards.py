@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..autograd.grad_mode import STATE
 from ..tensor.tensor import Tensor
 
 MISSING = object()
@@ -47,6 +48,9 @@ class EntryGuards:
                 if isinstance(size, int):
                     self._add(lines, f"{d}.shape[{dim}] == {size}",
                               Guard(f"{label}.shape[{dim}] == {size}"))
+        ns["STATE"] = STATE
+        self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
+                  Guard(f"grad mode is {'enabled' if recorder.grad_mode else 'disabled'}"))
         for index, dim, sym in recorder.bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         for g in recorder.shape_guards.values():

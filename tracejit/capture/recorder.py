@@ -21,9 +21,6 @@ from ..tensor.tensor import Size, Tensor
 DISPLAY_NAMES = ["B", "T", "N", "M", "K", "L", "P", "Q", "R", "U", "V", "W"]
 
 
-class TraceAborted(Exception):
-    """The program did something tracing cannot capture faithfully (it runs eagerly)."""
-
 
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 
@@ -56,6 +53,8 @@ class Recorder:
         self.views: dict[int, int] = {}        # id(view tensor) -> id(base tensor)
         self.input_values: dict[int, Value] = {}  # id(input tensor) -> its graph input
         self.closed = False
+        self.aborted: str | None = None
+        self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
 
     # ---- inputs ----------------------------------------------------------------------------
     def add_input(self, t: Tensor, name: str, kind: str, symbolic: bool) -> Value:
@@ -118,6 +117,18 @@ class Recorder:
         """t.numpy(), t.tolist(), np.asarray(t): guard the whole value seen."""
         self._guard_node(t, "array", np.array(t._data, copy=True))
 
+    def unsupported(self, what: str) -> None:
+        """Called for things a trace cannot replay."""
+        self.abort(f"{what} inside a traced function is not captured by tj.trace")
+
+    def abort(self, reason: str) -> None:
+        """Stop recording: the rest of this call runs purely eagerly (each side effect
+        once) and the function is not traced; `reason` is reported."""
+        if self.aborted is None:
+            self.aborted = reason
+        if STATE.capture is self:
+            STATE.capture = None
+
     # ---- ops -------------------------------------------------------------------------------
     def apply(self, op, args, attrs):
         from ..tensor.dispatch import apply
@@ -128,6 +139,8 @@ class Recorder:
         finally:
             STATE.capture = self
         self._record(op, args, attrs, out)
+        if self.aborted:
+            return out
         if op.view and out._base is not None:
             src = args[0]
             self.views[id(out)] = self.views.get(id(src), id(src))
@@ -139,10 +152,11 @@ class Recorder:
         aval = op.infer(*avals, **attrs)
         node = self.graph.add_node(op.name, inputs, attrs, [(aval.dtype, aval.shape)],
                                    user_frame())
+        node.grad_mode = STATE.grad_enabled
         if hint_of(tuple(aval.shape)) != out._data.shape or aval.dtype is not out.dtype:
-            raise TraceAborted(f"{op.name}: the shape rule gives {aval.dtype.short}"
-                               f"{list(hint_of(tuple(aval.shape)))} but the op produced "
-                               f"{out.dtype.short}{list(out._data.shape)}")
+            self.abort(f"{op.name}: the shape rule gives {aval.dtype.short}"
+                       f"{list(hint_of(tuple(aval.shape)))} but the op produced "
+                       f"{out.dtype.short}{list(out._data.shape)}")
         self._bind(out, node.output)
         return node.output
 
@@ -151,8 +165,9 @@ class Recorder:
 
         tid = id(target)
         if tid in self.views or tid in self.views.values():
-            raise TraceAborted(f"in-place {op.name} on a tensor that has views (or is one): "
-                               "tracing records in-place updates only on whole tensors")
+            self.abort(f"in-place {op.name} on a tensor that has views (or is one): tracing "
+                       "records in-place updates only of whole tensors")
+            return apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
         STATE.capture = None
         try:
             apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
@@ -175,6 +190,7 @@ class Recorder:
         aval = op.infer(*avals, **attrs)
         node = self.graph.add_node(op.name, inputs, attrs, [(aval.dtype, aval.shape)],
                                    user_frame())
+        node.grad_mode = STATE.grad_enabled
         value = node.output
         if aval.dtype is not target.dtype:  # in-place results keep the target's dtype
             cast = self.graph.add_node("cast", [value], {"dtype": target.dtype},

@@ -18,7 +18,7 @@ from ..backends.interpret import GuardMiss, Interpreter
 from ..tensor.tensor import Tensor
 from .guards import EntryGuards, Guard
 from .pyvalues import function_reads, module_reads
-from .recorder import Recorder, TraceAborted
+from .recorder import Recorder
 
 DEFAULT_BUDGET = 8
 
@@ -188,15 +188,14 @@ class TracedFunction:
         try:
             call_args = unflatten(spec, tensors, others)
             result = self._call_eager(*call_args)
-        except TraceAborted as err:
-            STATE.capture = None
-            self._aborted = str(err)
-            self.stats["eager_fallbacks"] += 1
-            self._warn_budget(Guard(str(err)))
-            return self._call_eager(args, kwargs)
         finally:
             STATE.capture = None
         rec.closed = True
+        if rec.aborted:  # the call itself completed eagerly; keep no trace
+            self._aborted = rec.aborted
+            self.stats["eager_fallbacks"] += 1
+            self._warn_budget(Guard(rec.aborted))
+            return result
         out_tensors, out_others = [], []
         out_spec = flatten(result, out_tensors, out_others)
         rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]

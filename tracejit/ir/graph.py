@@ -42,6 +42,7 @@ class Node:
     outputs: list
     source: str = ""
     regions: list = field(default_factory=list)  # sub-graphs (control flow, fused kernels)
+    grad_mode: bool = True  # whether autograd recorded this op when it was traced
 
     @property
     def output(self) -> Value:

@@ -121,6 +121,8 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         value = bool(value)
+        if STATE.capture is not None and value != self._rg:
+            STATE.capture.unsupported("changing requires_grad")
         if self.grad_fn is not None:
             if not value:
                 raise RuntimeError("you can only change requires_grad flags of leaf variables. "
