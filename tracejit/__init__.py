@@ -42,6 +42,11 @@ multiply, divide, subtract, true_divide, absolute = mul, div, sub, div, abs
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.|$)")
 
 
+def dtype_from_name(name: str) -> dtype:
+    """`'f32'`, `'float32'`, `'int64'`, ... -> the dtype."""
+    return _dtypes.as_dtype(name)
+
+
 def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
 

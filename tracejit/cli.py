@@ -1,4 +1,4 @@
-"""Command line: `python -m tracejit demo | bench` (installed as `tracejit`)."""
+"""Command line: `python -m tracejit demo | bench | dump` (installed as `tracejit`)."""
 from __future__ import annotations
 
 import argparse
@@ -23,12 +23,60 @@ def _bench(args) -> int:
     return 0
 
 
+def _parse_input(spec: str):
+    """`f32[8,784]` -> a random tensor of that dtype and shape (ints: 0..9)."""
+    import re
+
+    import tracejit as tj
+
+    m = re.fullmatch(r"\s*([a-z0-9]+)\[([0-9, ]*)\]\s*", spec)
+    if not m:
+        raise SystemExit(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[8,784]")
+    dtype = tj.dtype_from_name(m.group(1))
+    shape = tuple(int(s) for s in m.group(2).replace(" ", "").split(",") if s)
+    if dtype.is_floating_point:
+        return tj.randn(*shape, dtype=dtype)
+    return tj.randint(0, 10, shape, dtype=dtype)
+
+
+def _dump(args) -> int:
+    import runpy
+
+    import tracejit as tj
+
+    path, _, name = args.target.rpartition(":")
+    if not path or not name:
+        print("dump: expected FILE.py:NAME", file=sys.stderr)
+        return 2
+    namespace = runpy.run_path(path, run_name="__tracejit_dump__")
+    if name not in namespace:
+        print(f"dump: {path} defines no {name!r}", file=sys.stderr)
+        return 2
+    obj = namespace[name]
+    if isinstance(obj, type) and issubclass(obj, tj.nn.Module):
+        obj = obj()
+    inputs = tuple(_parse_input(s) for s in args.input)
+    traced = tj.trace(obj, inputs)
+    print(traced.graph.format(sources=args.sources))
+    if args.guards:
+        print("\nguards:")
+        for g in traced.guards:
+            print(f"  - {g}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="a guided tour of eager tensors and autograd")
     bench = sub.add_parser("bench", help="run the benchmarks in benchmarks/")
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
+    dump = sub.add_parser("dump", help="print the IR of a function or module in a file")
+    dump.add_argument("target", help="FILE.py:NAME (a function, a Module class or instance)")
+    dump.add_argument("--input", action="append", default=[],
+                      help="an example input, e.g. f32[8,784] (repeat for each argument)")
+    dump.add_argument("--sources", action="store_true", help="show the source line of nodes")
+    dump.add_argument("--guards", action="store_true", help="list the trace's guards")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import main as demo
@@ -37,6 +85,8 @@ def main(argv=None) -> int:
         return 0
     if args.command == "bench":
         return _bench(args)
+    if args.command == "dump":
+        return _dump(args)
     return 1
 
 

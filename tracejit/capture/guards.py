@@ -33,7 +33,7 @@ class EntryGuards:
         self.checks: list[tuple[str, Guard]] = []   # (python condition, guard)
         ns = {"Tensor": Tensor, "MISSING": MISSING}
         graph = recorder.graph
-        names = graph.symbols
+        names = recorder.letters
         lines = []
         for i, (t, v) in enumerate(zip(recorder.inputs, graph.inputs)):
             a, d = f"a{i}", f"d{i}"

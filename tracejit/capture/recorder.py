@@ -52,6 +52,7 @@ class Recorder:
         self.inputs: list = []                 # the tensor behind each graph input
         self.views: dict[int, int] = {}        # id(view tensor) -> id(base tensor)
         self.input_values: dict[int, Value] = {}  # id(input tensor) -> its graph input
+        self.letters: dict[str, str] = {}      # symbol -> letter, for guard descriptions
         self.closed = False
         self.aborted: str | None = None
         self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
@@ -63,8 +64,8 @@ class Recorder:
         for d, size in enumerate(t._data.shape):
             if symbolic and size > 1:  # 0 and 1 stay static: they change broadcasting
                 sym = f"s{len(self.bindings)}"
-                self.graph.symbols[sym] = DISPLAY_NAMES[len(self.bindings)] if \
-                    len(self.bindings) < len(DISPLAY_NAMES) else sym
+                self.letters[sym] = self.graph.symbols[sym] = DISPLAY_NAMES[
+                    len(self.bindings)] if len(self.bindings) < len(DISPLAY_NAMES) else sym
                 self.bindings.append((index, d, sym))
                 shape.append(SymInt.symbol(sym, size, self))
             else:
@@ -93,11 +94,15 @@ class Recorder:
 
     # ---- guards ----------------------------------------------------------------------------
     def add_shape_guard(self, lhs: str, op: str, rhs: str, expected: bool) -> None:
+        if op in ("!=", ">", ">="):  # one spelling per relation, so duplicates merge
+            op, expected = _NEGATE[op], not expected
         g = ShapeGuard(lhs, op, rhs, expected, "")
         if self.closed or g.source in self.shape_guards:
             return
         g.where = user_frame()
         self.shape_guards[g.source] = g
+        if op == "==" and expected and lhs in self.graph.symbols and rhs.isdigit():
+            self.graph.symbols[lhs] = rhs  # a size pinned to a constant prints as it
 
     def _guard_node(self, t: Tensor, kind: str, expected) -> None:
         self.graph.add_node(GUARD, [self.value_of(t)], {"kind": kind, "expected": expected},
