@@ -165,6 +165,8 @@ SAMPLES = {
     "setitem": ([S(f(4, 5), f(5), index=(slice(1, 3),)), S(f(4, 5), 0.5, index=(0, 1)),
                  S(f(4, 5), f(2, 5), np.array([0, 3]), index=(Slot(0),))],
                 lambda x, v, *idx, index: _setitem_ref(x, v, idx, index), [0, 1]),
+    "nonzero": ([S(np.array([[0.0, 1.5], [2.0, 0.0]]))], lambda x: np.array([[0, 1], [1, 0]]),
+                []),
     "gather": ([S(f(3, 4), ints(3, 2), dim=1)], lambda x, idx, dim: np.array(
         [[x[i, idx[i, j]] for j in range(2)] for i in range(3)]), [0]),
     "scatter_add": ([S(f(3, 2), ints(3, 2), dim=1, shape=(3, 4))],

@@ -478,3 +478,37 @@ def test_an_untraceable_call_runs_its_side_effects_exactly_once():
     tf(x, w)
     assert x.tolist() == [2.0, 2.0] and w.grad.tolist() == [3.0, 3.0]
     assert tf.stats["eager_fallbacks"] == 2
+
+
+def test_writes_through_a_view_update_the_base_and_other_views():
+    def f(x):
+        v = x[1:]
+        head = x[:2]
+        v.mul_(10)
+        return head * 1, x.sum()
+
+    tf = tj.trace(f, (tj.arange(4.0),))
+    for data in ([0.0, 1.0, 2.0, 3.0], [5.0, 6.0, 7.0, 8.0, 9.0]):
+        a, b = tj.tensor(data), tj.tensor(data)
+        assert same(tf(a), f(b)) and same(a, b)
+    assert tf.stats["compiles"] == 1
+
+
+def test_bool_mask_indexing_guards_the_count():
+    def f(x):
+        return x[x > 0].sum() + x[x > 0].shape[0]
+
+    tf = tj.trace(f, (tj.tensor([1.0, -1.0, 2.0]),))
+    check(tf, f, tj.tensor([3.0, -1.0, 2.0]))
+    check(tf, f, tj.tensor([3.0, 1.0, 2.0]))
+    assert tf.stats["compiles"] == 2
+
+
+def test_slices_keep_sizes_symbolic():
+    def f(x):
+        return x[1:] - x[:-1]
+
+    tf = tj.trace(f, (tj.arange(5.0),))
+    check(tf, f, tj.arange(9.0) ** 2)
+    assert tf.stats["compiles"] == 1
+    assert "f32[B-1]" in str(tf.graph)

@@ -14,6 +14,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, hint_of
+from ..ops import OPS
 from ..ops.registry import AVal
 from ..tensor.dispatch import user_frame
 from ..tensor.tensor import Size, Tensor
@@ -46,11 +47,11 @@ class Recorder:
     def __init__(self, name: str):
         self.graph = Graph(name)
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
-        self.keep: list = []                   # keeps ids unique while tracing
+        self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
         self.bindings: list = []               # (input index, dim, symbol)
         self.inputs: list = []                 # the tensor behind each graph input
-        self.views: dict[int, int] = {}        # id(view tensor) -> id(base tensor)
+        self.view_chains: dict = {}            # id(view) -> (base tensor, ((op, attrs), ...))
         self.input_values: dict[int, Value] = {}  # id(input tensor) -> its graph input
         self.letters: dict[str, str] = {}      # symbol -> letter, for guard descriptions
         self.closed = False
@@ -80,7 +81,7 @@ class Recorder:
 
     def _bind(self, t: Tensor, v: Value) -> None:
         self.values[id(t)] = v
-        self.keep.append(t)
+        self.keep[id(t)] = t
 
     def value_of(self, t: Tensor) -> Value:
         v = self.values.get(id(t))
@@ -101,8 +102,15 @@ class Recorder:
             return
         g.where = user_frame()
         self.shape_guards[g.source] = g
-        if op == "==" and expected and lhs in self.graph.symbols and rhs.isdigit():
-            self.graph.symbols[lhs] = rhs  # a size pinned to a constant prints as it
+        syms = self.graph.symbols
+        if op == "==" and expected and lhs in syms:
+            if rhs.isdigit():
+                syms[lhs] = rhs  # a size pinned to a constant prints as the constant
+            elif rhs in syms:  # sizes found equal print with one name
+                first, second = sorted((lhs, rhs), key=lambda s: int(s[1:]))
+                for sym, shown in syms.items():
+                    if shown == syms[second]:
+                        syms[sym] = syms[first]
 
     def _guard_node(self, t: Tensor, kind: str, expected) -> None:
         self.graph.add_node(GUARD, [self.value_of(t)], {"kind": kind, "expected": expected},
@@ -144,65 +152,107 @@ class Recorder:
         finally:
             STATE.capture = self
         self._record(op, args, attrs, out)
-        if self.aborted:
-            return out
-        if op.view and out._base is not None:
+        if op.view and out._base is not None and not self.aborted:
             src = args[0]
-            self.views[id(out)] = self.views.get(id(src), id(src))
+            base, chain = self.view_chains.get(id(src), (src, ()))
+            self.view_chains[id(out)] = (base, chain + ((op, attrs),))
         return out
 
-    def _record(self, op, args, attrs, out: Tensor) -> Value:
-        inputs = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
+    def _node(self, op, inputs: list, attrs: dict) -> Value:
+        """Append `op(inputs)`; inputs are Values or scalars. Returns the output Value."""
         avals = [AVal(x.shape, x.dtype) if isinstance(x, Value) else x for x in inputs]
         aval = op.infer(*avals, **attrs)
         node = self.graph.add_node(op.name, inputs, attrs, [(aval.dtype, aval.shape)],
                                    user_frame())
         node.grad_mode = STATE.grad_enabled
-        if hint_of(tuple(aval.shape)) != out._data.shape or aval.dtype is not out.dtype:
-            self.abort(f"{op.name}: the shape rule gives {aval.dtype.short}"
-                       f"{list(hint_of(tuple(aval.shape)))} but the op produced "
+        return node.output
+
+    def _record(self, op, args, attrs, out: Tensor) -> Value:
+        inputs = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
+        if op.data_dependent:  # the size comes from the data: guard the count seen
+            return self._record_data_dependent(op, inputs, attrs, out)
+        value = self._node(op, inputs, attrs)
+        if hint_of(tuple(value.shape)) != out._data.shape or value.dtype is not out.dtype:
+            self.abort(f"{op.name}: the shape rule gives {value.dtype.short}"
+                       f"{list(hint_of(tuple(value.shape)))} but the op produced "
                        f"{out.dtype.short}{list(out._data.shape)}")
+        self._bind(out, value)
+        return value
+
+    def _record_data_dependent(self, op, inputs, attrs, out: Tensor) -> Value:
+        nz = self._node(OPS.ne, [inputs[0], 0], {})
+        count = self._node(OPS.sum, [nz], {"dim": None, "keepdim": False})
+        self.graph.add_node(GUARD, [count], {"kind": "item", "expected": out._data.shape[0]},
+                            [], user_frame())
+        node = self.graph.add_node(op.name, inputs, attrs, [(out.dtype, out._data.shape)],
+                                   user_frame())
+        node.grad_mode = STATE.grad_enabled
         self._bind(out, node.output)
         return node.output
 
     def apply_inplace(self, op, target: Tensor, others, attrs):
+        """Record `target.op_(*others)` functionally: the target (and, through a view,
+        its base) gets a new value; every other view of that base is re-derived."""
         from ..tensor.dispatch import apply_inplace
 
-        tid = id(target)
-        if tid in self.views or tid in self.views.values():
-            self.abort(f"in-place {op.name} on a tensor that has views (or is one): tracing "
-                       "records in-place updates only of whole tensors")
+        base, chain = self.view_chains.get(id(target), (None, ()))
+        if base is not None and not _is_plain_slice(chain):
+            self.abort(f"in-place {op.name} through a view made by "
+                       f"{' -> '.join(o.name for o, _ in chain)}: tracing records writes "
+                       "through basic-indexing views only")
             return apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
+        self.value_of(target)  # a tensor from outside the trace becomes an input first
+        if base is not None:
+            self.value_of(base)
         STATE.capture = None
         try:
             apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
         finally:
             STATE.capture = self
-        self.value_of(target)  # a tensor from outside the trace becomes an input first
         value = self._record_functional(op, target, others, attrs)
-        original = self.input_values.get(tid)
+        root = target
+        if base is not None:  # write the view's new value into its base
+            (_, index_attrs), = chain
+            root = base
+            new_base = self._node(OPS.setitem, [self.value_of(base), value],
+                                  {"index": index_attrs["index"]})
+            self._bind(base, new_base)
+        original = self.input_values.get(id(root))
         if original is not None:  # an update of a graph input: committed after the run
             self.graph.mutations = [(t, v) for t, v in self.graph.mutations
                                     if t is not original]
-            self.graph.mutations.append((original, value))
+            self.graph.mutations.append((original, self.value_of(root)))
+        self._rederive_views(root, skip=target if base is None else None)
         return target
+
+    def _rederive_views(self, root: Tensor, skip) -> None:
+        for t in list(self.keep.values()):
+            entry = self.view_chains.get(id(t))
+            if entry is None or entry[0] is not root or t is skip:
+                continue
+            v = self.value_of(root)
+            for op, attrs in entry[1]:
+                v = self._node(op, [v], attrs)
+            self._bind(t, v)
 
     def _record_functional(self, op, target, others, attrs) -> Value:
         """The value `target` holds after `target.op_(*others)`, recorded out of place."""
         args = (target,) + tuple(others)
-        inputs = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
-        avals = [AVal(x.shape, x.dtype) if isinstance(x, Value) else x for x in inputs]
-        aval = op.infer(*avals, **attrs)
-        node = self.graph.add_node(op.name, inputs, attrs, [(aval.dtype, aval.shape)],
-                                   user_frame())
-        node.grad_mode = STATE.grad_enabled
-        value = node.output
-        if aval.dtype is not target.dtype:  # in-place results keep the target's dtype
-            cast = self.graph.add_node("cast", [value], {"dtype": target.dtype},
-                                       [(target.dtype, aval.shape)], node.source)
-            value = cast.output
+        value = self._node(op, [self.value_of(a) if isinstance(a, Tensor) else a for a in args],
+                           attrs)
+        if value.dtype is not target.dtype:  # in-place results keep the target's dtype
+            value = self._node(OPS.cast, [value], {"dtype": target.dtype})
         self._bind(target, value)
         return value
+
+
+def _is_plain_slice(chain) -> bool:
+    """A single basic-indexing getitem (no tensor indices): writable as setitem."""
+    from ..ops.indexing import Slot
+
+    if len(chain) != 1 or chain[0][0] is not OPS.getitem:
+        return False
+    return not any(isinstance(i, Slot) for i in chain[0][1]["index"])
 
 
 def _hint_attrs(attrs: dict) -> dict:

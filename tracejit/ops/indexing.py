@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as dt
 from .registry import AVal, INDEX, register
 from .rules import aval_of
 
@@ -42,15 +43,62 @@ def _getitem(x, *idx, index):
     return x[build_index(index, idx)]
 
 
+def _slice_length(d, sl: slice):
+    """Length of `range(d)[sl]`; exact for symbolic d when the step is 1 (guards
+    record which side of each bound the size falls)."""
+    start, stop, step = sl.start, sl.stop, sl.step
+    if step not in (None, 1):
+        return len(range(*sl.indices(int(d))))
+    start = 0 if start is None else (max(d + start, 0) if start < 0 else min(start, d))
+    stop = d if stop is None else (max(d + stop, 0) if stop < 0 else min(stop, d))
+    return max(stop - start, 0)
+
+
 def _infer_getitem(x, *idx, index):
+    """Basic indexing symbolically; advanced (tensor) indices by numpy's placement rule."""
+    from .rules import broadcast_shapes
+
     a = aval_of(x)
-    probe = np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype.np), a.shape, (0,) * a.ndim)
-    filled = [np.zeros(aval_of(i).shape, aval_of(i).dtype.np) for i in idx]
-    try:
-        r = probe[build_index(index, filled)]
-    except IndexError as e:
-        raise IndexError(f"getitem: {e} (tensor of shape {list(a.shape)})") from None
-    return AVal(r.shape, a.dtype)
+    items = list(index)
+    n_consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if n_consumed > a.ndim:
+        raise IndexError(f"getitem: too many indices for a tensor of dimension {a.ndim}")
+    if Ellipsis in items:
+        e = items.index(Ellipsis)
+        items[e:e + 1] = [slice(None)] * (a.ndim - n_consumed)
+    else:
+        items += [slice(None)] * (a.ndim - n_consumed)
+    out, adv_shapes, adv_pos, dim = [], [], None, 0
+    for i in items:
+        if i is None:
+            out.append(1)
+        elif isinstance(i, slice):
+            out.append(_slice_length(a.shape[dim], i))
+            dim += 1
+        elif type(i) is Slot:
+            ia = aval_of(idx[i.k])
+            if ia.dtype.category == 0:
+                raise IndexError("getitem: bool masks reach getitem as nonzero() indices")
+            adv_pos = len(out) if adv_pos is None else adv_pos
+            adv_shapes.append(tuple(ia.shape))
+            out.append(None)
+            dim += 1
+        else:  # an int
+            size = a.shape[dim]
+            if not -size <= i < size:
+                raise IndexError(f"getitem: index {i} is out of bounds for dimension {dim} "
+                                 f"with size {size}")
+            dim += 1
+    if adv_shapes:
+        positions = [k for k, v in enumerate(out) if v is None]
+        adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+        rest = [v for v in out if v is not None]
+        bshape = broadcast_shapes("getitem", *adv_shapes)
+        if adjacent:
+            out = rest[:positions[0]] + list(bshape) + rest[positions[0]:]
+        else:
+            out = list(bshape) + rest
+    return AVal(tuple(out), a.dtype)
 
 
 def _index_scatter(g, *idx, shape, index):
@@ -109,6 +157,8 @@ register("setitem", INDEX, _setitem, _infer_setitem,
          + _slot_inputs(len(idx)),
          saves=tuple(range(2, 64)), inplace=_setitem_inplace, grad_name="IndexPutBackward0",
          arity=-1)
+register("nonzero", INDEX, lambda x: np.argwhere(x).astype(np.int64),
+         lambda x: AVal((None, aval_of(x).ndim), dt.int64), data_dependent=True)
 register("gather", INDEX, _gather,
          lambda x, index, dim: AVal(tuple(aval_of(index).shape), aval_of(x).dtype),
          lambda g, out, x, index, dim: (F.scatter_add(g, index, dim, tuple(x.shape)), None),

@@ -70,6 +70,7 @@ class OpDef:
                                    # only when one of those requires grad (as PyTorch does)
     meta_inputs: bool = True     # vjp reads shape/dtype/requires_grad of unsaved inputs
     view: bool = False           # result may alias the first input's memory
+    data_dependent: bool = False  # output size depends on input values (shape rule: None)
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
     node_cls: type | None = field(default=None, repr=False)
     save_plans: dict = field(default_factory=dict, repr=False)  # cache for eager dispatch

@@ -570,6 +570,12 @@ def _index_template(index) -> tuple[tuple, tuple]:
                     continue
             if i.dtype.category == 2:
                 raise IndexError("tensors used as indices must be long, int or bool tensors")
+            if i.dtype.category == 0:  # a bool mask selects its nonzero positions
+                positions = nonzero(i)
+                for k in range(i.ndim):
+                    template.append(Slot(len(tensors)))
+                    tensors.append(getitem_raw(positions, (slice(None), k), ()))
+                continue
             template.append(Slot(len(tensors)))
             tensors.append(i)
     return tuple(template), tuple(tensors)
@@ -619,10 +625,11 @@ def masked_fill(input, mask, value):
 
 
 def nonzero(input, *, as_tuple=False):
-    idx = np.nonzero(input._data)
+    """Indices of nonzero elements, [count, ndim] (a tuple of columns with as_tuple)."""
+    out = apply(OPS.nonzero, input)
     if as_tuple:
-        return tuple(_make(i.astype(np.int64)) for i in idx)
-    return _make(np.stack(idx, axis=1).astype(np.int64))
+        return tuple(getitem_raw(out, (slice(None), k), ()) for k in range(input.ndim))
+    return out
 
 
 # ---- conversion ----------------------------------------------------------------------------
