@@ -68,48 +68,71 @@ def _guard_holds(kind: str, expected, t) -> tuple[bool, object]:
 
 
 class Interpreter:
-    """A graph prepared for repeated runs."""
+    """A graph prepared for repeated runs: values live in a list, each step knows the
+    slots it reads and writes and which dispatch entry to call."""
 
     def __init__(self, graph: Graph):
+        from ..ops.registry import ELEMENTWISE
+        from ..tensor.dispatch import binary, unary
+
         self.graph = graph
+        slot = {v: i for i, v in enumerate(graph.inputs)}
         self.steps = []
         for node in graph.nodes:
+            reads = [slot[x] if isinstance(x, Value) else None for x in node.inputs]
+            consts = [None if isinstance(x, Value) else _precompile(x) for x in node.inputs]
             if node.op == GUARD:
-                self.steps.append((None, node, None, None, None))
+                self.steps.append(("guard", node, reads[0], None, None, None))  # op: slot
                 continue
+            op = OPS[node.op]
             symbolic = any(isinstance(x, SymInt) for x in node.inputs) or has_sym(
                 tuple(node.attrs.values()))
-            attrs = {k: _precompile(v) for k, v in node.attrs.items()} if symbolic else \
-                node.attrs
-            inputs = [_precompile(x) for x in node.inputs]
-            self.steps.append((OPS[node.op], node, symbolic, attrs, inputs))
+            attrs = {k: _precompile(v) for k, v in node.attrs.items()}
+            if symbolic:
+                kind = "symbolic"
+            elif op.kind == ELEMENTWISE and not attrs and len(reads) == 1:
+                kind, op = "unary", (unary, op)
+            elif op.kind == ELEMENTWISE and not attrs and len(reads) == 2 and \
+                    reads[0] is not None:
+                kind, op = "binary", (binary, op)
+            else:
+                kind = "apply"
+            for v in node.outputs:
+                slot[v] = len(slot)
+            self.steps.append((kind, node, op, list(zip(reads, consts)), attrs,
+                               slot[node.outputs[0]]))
+        self.n_slots = len(slot)
+        self.outputs = [slot[v] for v in graph.outputs]
+        self.mutations = [(slot[t], slot[v]) for t, v in graph.mutations]
 
     def run(self, inputs: list, env: dict) -> list:
         """Run with `inputs` bound to the graph inputs and size symbols bound in `env`."""
-        vals = dict(zip(self.graph.inputs, inputs))
+        vals = list(inputs) + [None] * (self.n_slots - len(inputs))
         caller_mode = STATE.grad_enabled
         try:
             self._run(vals, env)
         finally:
             STATE.grad_enabled = caller_mode
-        for target, value in self.graph.mutations:  # every guard passed: now commit
-            dst = vals[target]
-            apply_inplace(OPS.setitem, dst, vals[value], index=(Ellipsis,))
-        return [vals[v] for v in self.graph.outputs]
+        for target, value in self.mutations:  # every guard passed: now commit
+            apply_inplace(OPS.setitem, vals[target], vals[value], index=(Ellipsis,))
+        return [vals[i] for i in self.outputs]
 
-    def _run(self, vals: dict, env: dict) -> None:
-        for op, node, symbolic, attrs, inputs in self.steps:
-            if op is None:
-                t = vals[node.inputs[0]]
-                ok, seen = _guard_holds(node.attrs["kind"], node.attrs["expected"], t)
+    def _run(self, vals: list, env: dict) -> None:
+        for kind, node, op, reads, attrs, out in self.steps:
+            if kind == "guard":
+                ok, seen = _guard_holds(node.attrs["kind"], node.attrs["expected"], vals[op])
                 if not ok:
                     raise GuardMiss(node, seen)
                 continue
             STATE.grad_enabled = node.grad_mode
-            if symbolic:
-                args = [vals[x] if isinstance(x, Value) else _resolve(x, env) for x in inputs]
-                out = apply(op, *args, **{k: _resolve(v, env) for k, v in attrs.items()})
+            if kind == "binary":
+                (r0, _), (r1, c1) = reads
+                vals[out] = op[0](op[1], vals[r0], vals[r1] if r1 is not None else c1)
+            elif kind == "unary":
+                vals[out] = op[0](op[1], vals[reads[0][0]])
+            elif kind == "apply":
+                vals[out] = apply(op, *[vals[r] if r is not None else c for r, c in reads],
+                                  **attrs)
             else:
-                args = [vals[x] if isinstance(x, Value) else x for x in inputs]
-                out = apply(op, *args, **attrs)
-            vals[node.outputs[0]] = out
+                args = [vals[r] if r is not None else _resolve(c, env) for r, c in reads]
+                vals[out] = apply(op, *args, **{k: _resolve(v, env) for k, v in attrs.items()})

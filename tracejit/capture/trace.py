@@ -21,6 +21,7 @@ from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
 
 DEFAULT_BUDGET = 8
+_FLAT = {Tensor, int, float, bool, str, type(None)}
 
 
 def _log_topics() -> set:
@@ -127,7 +128,11 @@ class TracedFunction:
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         tensors, others = [], []
-        flatten((args, kwargs), tensors, others)
+        if kwargs or not all(type(a) in _FLAT for a in args):
+            flatten((args, kwargs), tensors, others)
+        else:  # the common flat call: tensors and scalars only
+            for a in args:
+                (tensors if isinstance(a, Tensor) else others).append(a)
         params = [t for _, t in self._param_inputs()]
         miss = None
         for tr in self.traces:
