@@ -32,7 +32,7 @@ def run() -> dict:
         "eager call": median_time(lambda: step(x, w, b, 2.0)),
         "traced call": median_time(lambda: traced(x, w, b, 2.0)),
         "entry guard check": median_time(lambda: tr.guards.check(*tensors, *others)),
-        "argument flattening": median_time(lambda: flatten(((x, w, b, 2.0), {}), [], [])),
+        "flattening nested arguments": median_time(lambda: flatten(((x, w, b, 2.0), {}), [], [])),
         "n_guards": len(tr.guards.guards),
     }
     assert traced.stats["compiles"] == 1

@@ -41,7 +41,8 @@ class EntryGuards:
             label = v.name
             cond = (f"isinstance({a}, Tensor) and {d}.dtype is DT{i} and {d}.ndim == {t.ndim} "
                     f"and {a}._rg is {t.requires_grad}")
-            what = (f"{label}: {t.dtype.name}, rank {t.ndim}, requires_grad={t.requires_grad}")
+            what = (f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}, "
+                    f"requires_grad={t.requires_grad}")
             lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))
             self._add(lines, cond, Guard(what))
             for dim, size in enumerate(v.shape):
