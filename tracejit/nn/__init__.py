@@ -1,8 +1,13 @@
 """`tj.nn`: modules, parameters, layers and losses (PyTorch's names and semantics)."""
-from . import functional, init
-from .layers import CrossEntropyLoss, Linear, MSELoss, ReLU, Sequential, Sigmoid, Tanh
+from . import functional, init, utils
+from .layers import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, LayerNorm,
+                     Linear, ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid,
+                     Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
-__all__ = ["functional", "init", "Module", "Parameter", "Linear", "ReLU", "Tanh", "Sigmoid",
-           "Sequential", "MSELoss", "CrossEntropyLoss"]
+__all__ = ["functional", "init", "utils", "Module", "Parameter", "Linear", "ReLU", "Tanh",
+           "Sigmoid", "GELU", "Softmax", "Dropout", "Embedding", "LayerNorm", "Sequential",
+           "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss",
+           "BCEWithLogitsLoss", "RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell"]

@@ -7,7 +7,8 @@ from ..tensor import functional as F
 from ..tensor.functional import log_softmax, relu, sigmoid, softmax, tanh
 
 __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "linear", "mse_loss",
-           "cross_entropy", "nll_loss"]
+           "cross_entropy", "nll_loss", "dropout", "layer_norm", "embedding",
+           "binary_cross_entropy_with_logits", "pad"]
 
 
 def gelu(input, approximate: str = "none"):
@@ -83,3 +84,93 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
         smooth = -F.mean(logp, 1 if input.ndim > 1 else 0)
         loss = loss * (1 - label_smoothing) + _reduce(smooth, reduction) * label_smoothing
     return loss
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
+
+    The mask is drawn from tracejit's generator (`tj.manual_seed`), and tracing records
+    the draw, so a traced dropout stays random."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    from ..tensor.creation import rand
+
+    keep = rand(*input.shape, dtype=input.dtype) >= p
+    return input * keep * (1.0 / (1.0 - p))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Normalise over the trailing `normalized_shape` dims (biased variance), then affine."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    k = len(normalized_shape)
+    if tuple(input.shape[input.ndim - k:]) != tuple(normalized_shape):
+        raise RuntimeError(f"layer_norm: expected input with trailing shape "
+                           f"{list(normalized_shape)}, got {list(input.shape)}")
+    dims = tuple(range(input.ndim - k, input.ndim))
+    mu = F.mean(input, dims, keepdim=True)
+    centered = input - mu
+    var = F.mean(centered * centered, dims, keepdim=True)
+    out = centered * F.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of `weight` picked by the integer tensor `input`; no gradient reaches the
+    `padding_idx` row, as in PyTorch."""
+    if input.dtype.category != 1:
+        raise RuntimeError(f"embedding: expected integer indices, got {input.dtype.name}")
+    out = weight[input]
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        pad = F.unsqueeze(input == padding_idx, -1)
+        out = F.where(pad, out.detach(), out)
+    return out
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
+                                     pos_weight=None):
+    """Sigmoid + binary cross-entropy, computed stably from logits."""
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"binary_cross_entropy_with_logits: target shape {list(target.shape)} "
+                         f"must match input shape {list(input.shape)}")
+    softplus_neg = F.log1p(F.exp(-F.abs(input))) + F.relu(-input)  # log(1 + exp(-x))
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1) * target + 1
+        loss = (1 - target) * input + log_weight * softplus_neg
+    else:
+        loss = (1 - target) * input + softplus_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def pad(input, pad: tuple, value: float = 0.0):
+    """Constant padding of the last dims: pad = (left_last, right_last, left_prev, ...)."""
+    from ..tensor.creation import full
+
+    out = input
+    for k in range(len(pad) // 2):
+        dim = input.ndim - 1 - k
+        left, right = pad[2 * k], pad[2 * k + 1]
+        parts = []
+        if left:
+            shape = list(out.shape)
+            shape[dim] = left
+            parts.append(full(tuple(shape), value, dtype=out.dtype))
+        parts.append(out)
+        if right:
+            shape = list(out.shape)
+            shape[dim] = right
+            parts.append(full(tuple(shape), value, dtype=out.dtype))
+        out = F.cat(parts, dim) if len(parts) > 1 else out
+    return out

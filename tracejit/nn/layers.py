@@ -104,7 +104,195 @@ class CrossEntropyLoss(Module):
         super().__init__()
         self.weight, self.ignore_index = weight, ignore_index
         self.reduction, self.label_smoothing = reduction, label_smoothing
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"{reduction} is not a valid value for reduction")
 
     def forward(self, input, target):
         return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
                                self.label_smoothing)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, self.approximate)
+
+
+class Softmax(Module):
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim if self.dim is not None else -1)
+
+
+class Dropout(Module):
+    """Zeroes elements with probability p while training; identity in eval()."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class Embedding(Module):
+    """A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None and padding_idx < 0:
+            padding_idx += num_embeddings
+        self.padding_idx = padding_idx
+        self.weight = Parameter(empty(num_embeddings, embedding_dim, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight._data[self.padding_idx] = 0
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        if elementwise_affine:
+            from ..tensor.creation import ones, zeros
+
+            self.weight = Parameter(ones(*self.normalized_shape, dtype=dtype))
+            if bias:
+                self.bias = Parameter(zeros(*self.normalized_shape, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class ModuleList(Module):
+    """A list of submodules, registered under '0', '1', ..."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for m in modules or ():
+            self.append(m)
+
+    def _key(self, idx: int) -> str:
+        n = len(self)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range for ModuleList of length {n}")
+        return str(idx % n)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ModuleList(list(self._modules.values())[idx])
+        return self._modules[self._key(idx)]
+
+    def __setitem__(self, idx: int, module) -> None:
+        self.add_module(self._key(idx), module)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module) -> "ModuleList":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module) -> None:
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+
+
+class ModuleDict(Module):
+    """A dict of submodules keyed by name, in insertion order."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for k, m in (modules or {}).items():
+            self[k] = m
+
+    def __getitem__(self, key: str):
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+
+class NLLLoss(Module):
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__()
+        self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class BCEWithLogitsLoss(Module):
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+        super().__init__()
+        self.weight, self.reduction, self.pos_weight = weight, reduction, pos_weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
+                                                  self.pos_weight)

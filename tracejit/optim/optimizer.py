@@ -1,8 +1,13 @@
-"""Optimizer base: parameter groups, zero_grad, state_dict."""
+"""Optimizer base: parameter groups, zero_grad, state_dict / load_state_dict."""
 from __future__ import annotations
+
+import copy
 
 
 class Optimizer:
+    """Holds param_groups (dicts with 'params' and hyper-parameters) and per-parameter
+    state; subclasses implement step()."""
+
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
         self.state: dict = {}
@@ -13,10 +18,13 @@ class Optimizer:
             params = [{"params": params}]
         self.param_groups = []
         for group in params:
-            g = dict(defaults)
-            g.update(group)
-            g["params"] = list(g["params"])
-            self.param_groups.append(g)
+            self.add_param_group(group)
+
+    def add_param_group(self, group: dict) -> None:
+        g = dict(self.defaults)
+        g.update(group)
+        g["params"] = list(g["params"])
+        self.param_groups.append(g)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -30,3 +38,43 @@ class Optimizer:
 
     def step(self, closure=None):
         raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        """{'state': {index: {name: value}}, 'param_groups': [{..., 'params': [index]}]}
+        with parameters numbered in group order, as PyTorch does."""
+        index, groups = {}, []
+        for group in self.param_groups:
+            ids = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": ids})
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: (v.clone() if hasattr(v, "clone") else v)
+                                           for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or any(
+                len(g["params"]) != len(mine["params"]) for g, mine in zip(groups,
+                                                                         self.param_groups)):
+            raise ValueError("loaded state dict has a different number of parameter groups or "
+                             "parameters than this optimizer")
+        from ..tensor.creation import as_tensor
+
+        params = {}
+        for g, mine in zip(groups, self.param_groups):
+            for i, p in zip(g["params"], mine["params"]):
+                params[i] = p
+            mine.update({k: copy.deepcopy(v) for k, v in g.items() if k != "params"})
+        self.state = {}
+        for i, st in state_dict["state"].items():
+            p = params[int(i)]
+            self.state[p] = {k: (as_tensor(v).to(p.dtype).clone()
+                                 if hasattr(v, "shape") and getattr(v, "ndim", 0) > 0
+                                 else (v.item() if hasattr(v, "item") else v))
+                             for k, v in st.items()}

@@ -36,7 +36,7 @@ class SGD(Optimizer):
                 if wd:
                     d = d + p * wd
                 if mom:
-                    state = self.state.setdefault(id(p), {})
+                    state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
                     if buf is None:
                         buf = state["momentum_buffer"] = d.clone()

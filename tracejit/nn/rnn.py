@@ -1,0 +1,265 @@
+"""Recurrent layers: RNN, LSTM, GRU and their cells, with PyTorch's parameter names,
+gate orders (LSTM i,f,g,o; GRU r,z,n), initialisation U(-1/sqrt(H), 1/sqrt(H)),
+layouts (batch_first), multiple layers, bidirectionality, dropout between layers
+and packed sequences (only the active rows of each step are computed)."""
+from __future__ import annotations
+
+import math
+
+from ..tensor import functional as T
+from ..tensor.creation import empty, zeros
+from . import functional as F
+from . import init
+from .module import Module
+from .parameter import Parameter
+from .utils.rnn import PackedSequence
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _cell(mode: str, x, state, w_ih, w_hh, b_ih, b_hh):
+    """One step of a recurrent cell; state is h, or (h, c) for LSTM."""
+    h = state[0] if mode == "LSTM" else state
+    gi = F.linear(x, w_ih, b_ih)
+    gh = F.linear(h, w_hh, b_hh)
+    if mode == "RNN_TANH":
+        return T.tanh(gi + gh)
+    if mode == "RNN_RELU":
+        return T.relu(gi + gh)
+    if mode == "LSTM":
+        i, f, g, o = T.chunk(gi + gh, 4, -1)
+        c = T.sigmoid(f) * state[1] + T.sigmoid(i) * T.tanh(g)
+        return T.sigmoid(o) * T.tanh(c), c
+    ir, iz, in_ = T.chunk(gi, 3, -1)
+    hr, hz, hn = T.chunk(gh, 3, -1)
+    r, z = T.sigmoid(ir + hr), T.sigmoid(iz + hz)
+    n = T.tanh(in_ + r * hn)
+    return (1 - z) * n + z * h
+
+
+class _CellBase(Module):
+    def __init__(self, mode: str, input_size: int, hidden_size: int, bias: bool, dtype=None):
+        super().__init__()
+        self.mode, self.input_size, self.hidden_size, self.bias = mode, input_size, \
+            hidden_size, bias
+        g = _GATES[mode] * hidden_size
+        self.weight_ih = Parameter(empty(g, input_size, dtype=dtype))
+        self.weight_hh = Parameter(empty(g, hidden_size, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(g, dtype=dtype))
+            self.bias_hh = Parameter(empty(g, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _zeros(self, input):
+        shape = (input.shape[0], self.hidden_size) if input.ndim == 2 else (self.hidden_size,)
+        return zeros(*shape, dtype=input.dtype)
+
+    def _step(self, input, state):
+        return _cell(self.mode, input, state, self.weight_ih, self.weight_hh, self.bias_ih,
+                     self.bias_hh)
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}"
+
+
+class RNNCell(_CellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'")
+        super().__init__("RNN_" + nonlinearity.upper(), input_size, hidden_size, bias, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        return self._step(input, self._zeros(input) if hx is None else hx)
+
+
+class LSTMCell(_CellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, bias, dtype)
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = (self._zeros(input), self._zeros(input))
+        return self._step(input, hx)
+
+
+class GRUCell(_CellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, bias, dtype)
+
+    def forward(self, input, hx=None):
+        return self._step(input, self._zeros(input) if hx is None else hx)
+
+
+class _RNNBase(Module):
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, dtype=None):
+        super().__init__()
+        if not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1]")
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional = float(dropout), bidirectional
+        dirs = 2 if bidirectional else 1
+        g = _GATES[mode] * hidden_size
+        self._flat_names = []
+        for layer in range(num_layers):
+            layer_in = input_size if layer == 0 else hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
+                setattr(self, names[0], Parameter(empty(g, layer_in, dtype=dtype)))
+                setattr(self, names[1], Parameter(empty(g, hidden_size, dtype=dtype)))
+                if bias:
+                    names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
+                    setattr(self, names[2], Parameter(empty(g, dtype=dtype)))
+                    setattr(self, names[3], Parameter(empty(g, dtype=dtype)))
+                self._flat_names.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _weights(self, layer: int, direction: int):
+        names = self._flat_names[layer * (2 if self.bidirectional else 1) + direction]
+        ws = [getattr(self, n) for n in names]
+        return ws if self.bias else ws + [None, None]
+
+    def forward(self, input, hx=None):
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            data, batch_sizes = input.data, [int(b) for b in input.batch_sizes.tolist()]
+            batch = batch_sizes[0]
+            steps, start = [], 0
+            for bs in batch_sizes:
+                steps.append(data[start:start + bs])
+                start += bs
+        else:
+            unbatched = input.ndim == 2
+            if unbatched:
+                input = T.unsqueeze(input, 0 if self.batch_first else 1)
+            x = T.transpose(input, 0, 1) if self.batch_first else input
+            batch = x.shape[1]
+            steps = list(T.unbind(x, 0))
+            batch_sizes = [batch] * len(steps)
+        dirs = 2 if self.bidirectional else 1
+        n_states = self.num_layers * dirs
+        dtype = steps[0].dtype if steps else input.dtype
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            h0 = zeros(n_states, batch, self.hidden_size, dtype=dtype)
+            hx = (h0, h0) if lstm else h0
+        elif not packed and input.ndim == 3 and unbatched:
+            hx = tuple(T.unsqueeze(h, 1) for h in hx) if lstm else T.unsqueeze(hx, 1)
+        if packed and input.sorted_indices is not None:  # the caller's order -> sorted
+            idx = input.sorted_indices
+            hx = tuple(T.index_select(h, 1, idx) for h in hx) if lstm else \
+                T.index_select(hx, 1, idx)
+        final_h, final_c = [], []
+        layer_in = steps
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                state = (hx[0][k], hx[1][k]) if lstm else hx[k]
+                seq, last = self._run_direction(layer_in, batch_sizes, state, layer, d)
+                outs.append(seq)
+                final_h.append(last[0] if lstm else last)
+                if lstm:
+                    final_c.append(last[1])
+            layer_in = [T.cat([outs[0][t], outs[1][t]], -1) if dirs == 2 else outs[0][t]
+                        for t in range(len(steps))]
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                layer_in = [F.dropout(s, self.dropout, True) for s in layer_in]
+        h_n = T.stack(final_h, 0)
+        state = (h_n, T.stack(final_c, 0)) if lstm else h_n
+        if packed:
+            if input.unsorted_indices is not None:
+                idx = input.unsorted_indices
+                state = tuple(T.index_select(s, 1, idx) for s in state) if lstm else \
+                    T.index_select(state, 1, idx)
+            out = PackedSequence(T.cat(layer_in, 0), input.batch_sizes, input.sorted_indices,
+                                 input.unsorted_indices)
+            return out, state
+        out = T.stack(layer_in, 0)
+        if self.batch_first:
+            out = T.transpose(out, 0, 1)
+        if unbatched:
+            out = T.squeeze(out, 0 if self.batch_first else 1)
+            state = tuple(T.squeeze(s, 1) for s in state) if lstm else T.squeeze(state, 1)
+        return out, state
+
+    def _run_direction(self, steps, batch_sizes, state, layer: int, direction: int):
+        """Run one layer in one direction; only the first batch_sizes[t] rows are active
+        at step t (packed input), the others keep their state."""
+        w = self._weights(layer, direction)
+        lstm = self.mode == "LSTM"
+        order = range(len(steps) - 1, -1, -1) if direction else range(len(steps))
+        outputs = [None] * len(steps)
+        full = batch_sizes[0]
+        for t in order:
+            bs = batch_sizes[t]
+            if bs == full:
+                state = _cell(self.mode, steps[t], state, *w)
+                outputs[t] = state[0] if lstm else state
+                continue
+            active = (state[0][:bs], state[1][:bs]) if lstm else state[:bs]
+            new = _cell(self.mode, steps[t], active, *w)
+            if lstm:
+                state = (T.cat([new[0], state[0][bs:]], 0), T.cat([new[1], state[1][bs:]], 0))
+                outputs[t] = new[0]
+            else:
+                state = T.cat([new, state[bs:]], 0)
+                outputs[t] = new
+        return outputs, state
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(_RNNBase):
+    """Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'")
+        super().__init__("RNN_" + nonlinearity.upper(), input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(_RNNBase):
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, dtype)
+
+
+class GRU(_RNNBase):
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, dtype)

@@ -1,0 +1,4 @@
+"""`tj.utils`: checkpointing."""
+from . import checkpoint
+
+__all__ = ["checkpoint"]
