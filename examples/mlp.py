@@ -1,4 +1,6 @@
-"""A small MLP classifier, traced: `python -m tracejit dump examples/mlp.py:MLP --input f32[8,784]`."""
+"""A small MLP classifier, traced.
+
+Its IR: `python -m tracejit dump examples/mlp.py:MLP --input f32[8,784]`."""
 import tracejit as tj
 from tracejit import nn
 

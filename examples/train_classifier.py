@@ -31,7 +31,7 @@ def main(path: str | None = None) -> dict:
     tj.manual_seed(0)
     model = make_model()
     opt = tj.optim.Adam(model.parameters(), lr=0.02)
-    for epoch in range(30):
+    for _epoch in range(30):
         for xb, yb in zip(x.split(64), y.split(64)):
             opt.zero_grad()
             nn.functional.cross_entropy(model(xb), yb).backward()

@@ -470,7 +470,7 @@ def test_random_composite_programs_match_pytorch():
     import torch
 
     rng = np.random.default_rng(0)
-    for trial in range(20):
+    for _trial in range(20):
         a = rng.standard_normal((4, 5))
         b = rng.standard_normal((5,))
         idx = rng.integers(0, 4, 6)

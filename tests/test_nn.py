@@ -127,7 +127,7 @@ def test_sgd_matches_hand_written_update():
     opt = tj.optim.SGD([p], lr=0.1, momentum=0.9)
     buf = None
     expected = p.detach().numpy().copy()
-    for step in range(3):
+    for _step in range(3):
         opt.zero_grad()
         (p * p).sum().backward()
         g = 2 * expected
@@ -183,7 +183,7 @@ def test_sgd_trajectory_matches_pytorch(kw):
     jopt = tj.optim.SGD(jm.parameters(), lr=0.05, **kw)
     topt = torch.optim.SGD(tm.parameters(), lr=0.05, **kw)
     rng = np.random.default_rng(5)
-    for step in range(20):
+    for _step in range(20):
         x = rng.standard_normal((8, 5)).astype(np.float32)
         y = rng.standard_normal((8, 3)).astype(np.float32)
         for model, opt, lib in ((jm, jopt, tj), (tm, topt, torch)):

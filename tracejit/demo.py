@@ -80,7 +80,7 @@ def training_step() -> dict:
     x = tj.randn(64, 2)
     target = (x[:, :1] * x[:, 1:]).tanh()
     losses = []
-    for step in range(60):
+    for _step in range(60):
         opt.zero_grad()
         loss = tj.nn.functional.mse_loss(model(x), target)
         loss.backward()

@@ -85,7 +85,8 @@ def format_graph(graph: Graph, sources: bool = False) -> str:
     for node in graph.nodes:
         args = ", ".join(namer.ref(x, syms) for x in node.inputs)
         if node.op == GUARD:
-            line = f"  guard[{node.attrs['kind']}]({args}) == {_literal(node.attrs['expected'], syms)}"
+            expected = _literal(node.attrs["expected"], syms)
+            line = f"  guard[{node.attrs['kind']}]({args}) == {expected}"
         else:
             defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
             line = f"  {defs} = {node.op}({args}){_attrs(node.attrs, syms)}"

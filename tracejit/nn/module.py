@@ -210,7 +210,7 @@ class Module:
 
         for m in self.modules():
             for store in (m._parameters, m._buffers):
-                for name, v in store.items():
+                for _name, v in store.items():
                     if v is not None and v.is_floating_point():
                         v._data = to(v.detach(), *args, **kwargs)._data
         return self

@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, infer_elementwise
 
@@ -94,7 +93,8 @@ def _infer_cast(x, dtype):
 
 def _infer_clamp(x, min=None, max=None):
     a = aval_of(x)
-    return AVal(a.shape, infer_elementwise("clamp", PROMOTE)(x, *(v for v in (min, max) if v is not None)).dtype)
+    bounds = [v for v in (min, max) if v is not None]
+    return AVal(a.shape, infer_elementwise("clamp", PROMOTE)(x, *bounds).dtype)
 
 
 def _where(cond, a, b, out=None):
@@ -109,14 +109,17 @@ def _infer_where(cond, a, b):
 
 
 # ---- unary -------------------------------------------------------------------------------
-_unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=(), meta_inputs=False)
+_unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=(),
+       meta_inputs=False)
 _unary("abs", np.abs, "abs({0})", lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
-_unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True, meta_inputs=False)
+_unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True,
+       meta_inputs=False)
 _unary("log", np.log, "math.log({0})", lambda g, out, x: (g / x,))
 _unary("log1p", np.log1p, "math.log1p({0})", lambda g, out, x: (g / (x + 1),))
-_unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True, meta_inputs=False)
+_unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True,
+       meta_inputs=False)
 _unary("rsqrt", _rsqrt, "(1 / math.sqrt({0}))",
-       lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True)
+       lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True, meta_inputs=False)
 _unary("sin", np.sin, "math.sin({0})", lambda g, out, x: (g * F.cos(x),))
 _unary("cos", np.cos, "math.cos({0})", lambda g, out, x: (-(g * F.sin(x)),))
 _unary("tanh", np.tanh, "math.tanh({0})", lambda g, out, x: (F.tanh_backward(g, out),),

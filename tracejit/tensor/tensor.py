@@ -127,7 +127,8 @@ class Tensor:
             if not value:
                 raise RuntimeError("you can only change requires_grad flags of leaf variables. "
                                    "If you want to use a computed variable in a subgraph that "
-                                   "doesn't require differentiation use var_no_grad = var.detach().")
+                                   "doesn't require differentiation use "
+                                   "var_no_grad = var.detach().")
             return
         if value and self._data.dtype.kind != "f":
             raise RuntimeError("only Tensors of floating point dtype can require gradients "
