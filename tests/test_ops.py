@@ -198,3 +198,10 @@ def test_result_type_matches_pytorch_over_all_dtype_pairs():
                 tb = torch.ones(2, dtype=getattr(torch, a))
                 expected = str(torch.result_type(tb, scalar)).split(".")[1]
                 assert dt.result_type(tj.ones(2, dtype=getattr(tj, a)), scalar).name == expected
+
+
+def test_clamp_bounds_take_part_in_promotion():
+    assert tj.tensor([1, 2, 3]).clamp(min=1.5).tolist() == [1.5, 2.0, 3.0]
+    assert tj.tensor([1, 5]).clamp(0, 2).dtype is tj.int64
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        tj.tensor([1, 2]).clamp_(min=1.5)

@@ -139,7 +139,7 @@ _unary("isnan", np.isnan, "math.isnan({0})", rule=COMPARE, saves=())
 _unary("isfinite", np.isfinite, "math.isfinite({0})", rule=COMPARE, saves=())
 register("clamp", ELEMENTWISE, _clamp, _infer_clamp,
          lambda g, out, x, min=None, max=None: (F.where(_inside(x, min, max), g, 0),),
-         saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1)
+         saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"))
 register("cast", ELEMENTWISE, _cast, _infer_cast,
          lambda g, out, x, dtype: (F.cast(g, x.dtype),), saves=(), expr="{0}",
          dtype_rule="cast", arity=1, grad_name="ToCopyBackward0")

@@ -69,6 +69,7 @@ class OpDef:
     save_when: dict | None = None  # {saved input: inputs whose gradient needs it}; save
                                    # only when one of those requires grad (as PyTorch does)
     meta_inputs: bool = True     # vjp reads shape/dtype/requires_grad of unsaved inputs
+    promote_attrs: tuple = ()    # scalar attributes that take part in type promotion
     view: bool = False           # result may alias the first input's memory
     data_dependent: bool = False  # output size depends on input values (shape rule: None)
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back

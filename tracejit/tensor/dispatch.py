@@ -23,9 +23,12 @@ _SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}  # Python scalars as operands
 _PACKAGE_DIR = __file__.rsplit("/", 2)[0]
 
 
-def _compute_dtype(op, args):
+def _compute_dtype(op, args, attrs=None):
     """The dtype an elementwise op computes in (PyTorch promotion), or None if no cast."""
     rule = op.dtype_rule
+    if op.promote_attrs and attrs:
+        args = tuple(args) + tuple(attrs[k] for k in op.promote_attrs
+                                   if attrs.get(k) is not None)
     if rule is LOGICAL or rule == "cast":
         return None
     d = None
@@ -54,9 +57,9 @@ def _compute_dtype(op, args):
     return ct
 
 
-def _arrays(op, args) -> list:
+def _arrays(op, args, attrs=None) -> list:
     """The numpy operands of an op, cast to its compute dtype where promotion asks."""
-    ct = _compute_dtype(op, args) if op.kind is ELEMENTWISE else None
+    ct = _compute_dtype(op, args, attrs) if op.kind is ELEMENTWISE else None
     if ct is None:
         return [a._data if isinstance(a, Tensor) else a for a in args]
     npd = ct.np
@@ -85,7 +88,7 @@ def apply(op, *args, **attrs) -> Tensor:
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
         return STATE.capture.apply(op, args, attrs)
     try:
-        out = op.impl(*_arrays(op, args), **attrs)
+        out = op.impl(*_arrays(op, args, attrs), **attrs)
     except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
         _explain(op, args, attrs, err)
     if type(out) is not _ndarray:
@@ -322,7 +325,7 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
 
 def apply_no_record(op, args, attrs) -> np.ndarray:
     try:
-        out = op.impl(*_arrays(op, args), **attrs)
+        out = op.impl(*_arrays(op, args, attrs), **attrs)
     except Exception as err:  # noqa: BLE001
         _explain(op, args, attrs, err)
     return out if type(out) is _ndarray else np.asarray(out)
