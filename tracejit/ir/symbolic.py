@@ -247,16 +247,3 @@ def has_sym(x) -> bool:
     if type(x) is slice:
         return has_sym((x.start, x.stop, x.step))
     return False
-
-
-def evaluate(x, env: dict):
-    """Replace every SymInt in a (nested) attribute by its value under `env`."""
-    if isinstance(x, SymInt):
-        return eval(x.source(), {}, env)  # noqa: S307 — our own generated expressions
-    if type(x) is tuple:
-        return tuple(evaluate(v, env) for v in x)
-    if type(x) is list:
-        return [evaluate(v, env) for v in x]
-    if type(x) is slice:
-        return slice(evaluate(x.start, env), evaluate(x.stop, env), evaluate(x.step, env))
-    return x

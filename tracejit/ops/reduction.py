@@ -39,20 +39,15 @@ def _amin(x, dim=None, keepdim=False):
     return np.amin(x, axis=_axis(dim), keepdims=keepdim)
 
 
-def _argmax(x, dim=None, keepdim=False):
-    _nonempty("argmax", x, dim)
-    if dim is None:
-        r = np.argmax(x)
-        return np.reshape(r, (1,) * x.ndim) if keepdim else np.asarray(r)
-    return np.argmax(x, axis=dim[0], keepdims=keepdim)
-
-
-def _argmin(x, dim=None, keepdim=False):
-    _nonempty("argmin", x, dim)
-    if dim is None:
-        r = np.argmin(x)
-        return np.reshape(r, (1,) * x.ndim) if keepdim else np.asarray(r)
-    return np.argmin(x, axis=dim[0], keepdims=keepdim)
+def _arg(name: str, np_fn):
+    """argmax / argmin: the flat index over all elements, or the index along one dim."""
+    def impl(x, dim=None, keepdim=False):
+        _nonempty(name, x, dim)
+        if dim is None:
+            r = np_fn(x)
+            return np.reshape(r, (1,) * x.ndim) if keepdim else np.asarray(r)
+        return np_fn(x, axis=dim[0], keepdims=keepdim)
+    return impl
 
 
 def _nonempty(name, x, dim):
@@ -114,8 +109,8 @@ register("amax", REDUCE, _amax, _infer("same"), _extreme_vjp, saves=(0,), save_o
          expr="max")
 register("amin", REDUCE, _amin, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
          expr="min")
-register("argmax", REDUCE, _argmax, _infer("arg"))
-register("argmin", REDUCE, _argmin, _infer("arg"))
+register("argmax", REDUCE, _arg("argmax", np.argmax), _infer("arg"))
+register("argmin", REDUCE, _arg("argmin", np.argmin), _infer("arg"))
 register("any", REDUCE, lambda x, dim=None, keepdim=False: np.any(x, axis=_axis(dim),
                                                                   keepdims=keepdim),
          _infer("bool"))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-from ..autograd.grad_mode import enable_grad, no_grad
 from ..tensor.functional import maximum, sqrt
 from .optimizer import Optimizer
 
@@ -23,43 +22,29 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize))
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-            wd = group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = -p.grad if group["maximize"] else p.grad
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = p.detach() * 0
-                    state["exp_avg_sq"] = p.detach() * 0
-                    if group["amsgrad"]:
-                        state["max_exp_avg_sq"] = p.detach() * 0
-                state["step"] += 1
-                t = state["step"]
-                if wd:
-                    if self.decoupled:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        g = g + p * wd
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.mul_(b1).add_(g * (1 - b1))
-                v.mul_(b2).add_(g * g * (1 - b2))
-                bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-                if group["amsgrad"]:
-                    state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], v))
-                    v = state["max_exp_avg_sq"]
-                denom = sqrt(v) / math.sqrt(bc2) + eps
-                p.sub_(m / denom * (lr / bc1))
-        return loss
+    def _update(self, p, g, group: dict, state: dict) -> None:
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = p.detach() * 0
+            state["exp_avg_sq"] = p.detach() * 0
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = p.detach() * 0
+        state["step"] += 1
+        t = state["step"]
+        if wd:
+            if self.decoupled:
+                p.mul_(1 - lr * wd)
+            else:
+                g = g + p * wd
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.mul_(b1).add_(g * (1 - b1))
+        v.mul_(b2).add_(g * g * (1 - b2))
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], v))
+            v = state["max_exp_avg_sq"]
+        denom = sqrt(v) / math.sqrt(1 - b2 ** t) + eps
+        p.sub_(m / denom * (lr / (1 - b1 ** t)))
 
 
 class AdamW(Adam):

@@ -37,6 +37,22 @@ class Optimizer:
                         p.grad.zero_()
 
     def step(self, closure=None):
+        """Update every parameter with a gradient; `closure` re-evaluates the loss."""
+        from ..autograd.grad_mode import enable_grad, no_grad
+
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        g = -p.grad if group.get("maximize") else p.grad
+                        self._update(p, g, group, self.state.setdefault(p, {}))
+        return loss
+
+    def _update(self, p, grad, group: dict, state: dict) -> None:
         raise NotImplementedError
 
     def state_dict(self) -> dict:

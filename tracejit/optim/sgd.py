@@ -1,7 +1,6 @@
 """SGD with PyTorch's update equations (momentum, dampening, nesterov, weight decay)."""
 from __future__ import annotations
 
-from ..autograd.grad_mode import no_grad
 from .optimizer import Optimizer
 
 
@@ -18,30 +17,15 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            from ..autograd.grad_mode import enable_grad
-
-            with enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
-            wd, nesterov = group["weight_decay"], group["nesterov"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                d = p.grad if not group["maximize"] else -p.grad
-                if wd:
-                    d = d + p * wd
-                if mom:
-                    state = self.state.setdefault(p, {})
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = state["momentum_buffer"] = d.clone()
-                    else:
-                        buf.mul_(mom).add_(d * (1 - damp))
-                    d = d + buf * mom if nesterov else buf
-                p.sub_(d * lr)
-        return loss
+    def _update(self, p, d, group: dict, state: dict) -> None:
+        lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
+        if group["weight_decay"]:
+            d = d + p * group["weight_decay"]
+        if mom:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = d.clone()
+            else:
+                buf.mul_(mom).add_(d * (1 - damp))
+            d = d + buf * mom if group["nesterov"] else buf
+        p.sub_(d * lr)
