@@ -10,7 +10,7 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..ir.graph import GUARD, Graph, Value
-from ..ir.symbolic import SymInt, has_sym
+from ..ir.symbolic import SymInt, has_sym, map_leaves
 from ..ops import OPS
 from ..tensor.dispatch import apply, apply_inplace
 
@@ -34,27 +34,11 @@ class _Expr:
 
 
 def _precompile(x):
-    if isinstance(x, SymInt):
-        return _Expr(x)
-    if type(x) is tuple:
-        return tuple(_precompile(v) for v in x)
-    if type(x) is list:
-        return [_precompile(v) for v in x]
-    if type(x) is slice:
-        return slice(_precompile(x.start), _precompile(x.stop), _precompile(x.step))
-    return x
+    return map_leaves(x, SymInt, _Expr)
 
 
 def _resolve(x, env):
-    if type(x) is _Expr:
-        return eval(x.code, {}, env)  # noqa: S307 — expressions we generated
-    if type(x) is tuple:
-        return tuple(_resolve(v, env) for v in x)
-    if type(x) is list:
-        return [_resolve(v, env) for v in x]
-    if type(x) is slice:
-        return slice(_resolve(x.start, env), _resolve(x.stop, env), _resolve(x.step, env))
-    return x
+    return map_leaves(x, _Expr, lambda e: eval(e.code, {}, env))  # noqa: S307 — our own
 
 
 def _guard_holds(kind: str, expected, t) -> tuple[bool, object]:

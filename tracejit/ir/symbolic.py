@@ -226,24 +226,30 @@ def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt 
     return SymInt(hint, poly, recorder, opaque)
 
 
-def hint_of(x):
-    """The concrete value of a SymInt (no guard), recursively through tuples/lists."""
-    if isinstance(x, SymInt):
-        return x.hint
+def map_leaves(x, kind: type, fn):
+    """Apply fn to every `kind` object inside nested tuples, lists and slices (attributes)."""
+    if isinstance(x, kind):
+        return fn(x)
     if type(x) is tuple:
-        return tuple(hint_of(v) for v in x)
+        return tuple(map_leaves(v, kind, fn) for v in x)
     if type(x) is list:
-        return [hint_of(v) for v in x]
+        return [map_leaves(v, kind, fn) for v in x]
     if type(x) is slice:
-        return slice(hint_of(x.start), hint_of(x.stop), hint_of(x.step))
+        return slice(map_leaves(x.start, kind, fn), map_leaves(x.stop, kind, fn),
+                     map_leaves(x.step, kind, fn))
     return x
 
 
+def hint_of(x):
+    """The concrete value of every SymInt in x (no guard)."""
+    return map_leaves(x, SymInt, _hint)
+
+
+def _hint(s: SymInt) -> int:
+    return s.hint
+
+
 def has_sym(x) -> bool:
-    if isinstance(x, SymInt):
-        return True
-    if type(x) in (tuple, list):
-        return any(has_sym(v) for v in x)
-    if type(x) is slice:
-        return has_sym((x.start, x.stop, x.step))
-    return False
+    found = []
+    map_leaves(x, SymInt, found.append)
+    return bool(found)
