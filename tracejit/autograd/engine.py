@@ -137,16 +137,20 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
             for edge, g in zip(node._edges, in_grads):
                 if edge is None:
                     continue
-                child = edge[0]
+                child, nr = edge
                 if child is None:
                     continue
                 if g is not None:
                     buf = buffers.get(child)
                     if buf is None:
-                        buf = buffers[child] = [None] * child.num_outputs
-                    nr = edge[1]
-                    old = buf[nr]
-                    buf[nr] = g if old is None else old + g
+                        if child.num_outputs == 1:
+                            buffers[child] = [g]
+                        else:
+                            buf = buffers[child] = [None] * child.num_outputs
+                            buf[nr] = g
+                    else:
+                        old = buf[nr]
+                        buf[nr] = g if old is None else old + g
                 left = deps[child] - 1
                 if left:
                     deps[child] = left

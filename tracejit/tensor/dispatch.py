@@ -244,26 +244,43 @@ def _record_unary(op, x: Tensor, out: Tensor) -> Node:
 
 
 def _record_binary(op, x: Tensor, y, out: Tensor) -> Node:
+    """`_record` for the binary fast path, unrolled (it runs once per recorded op)."""
     xd = x._data
     xrg = x._rg
-    scalar = type(y) is float or type(y) is int
-    yrg = not scalar and y._rg
-    save_x, save_y = _save_plan(op, (xrg, yrg))
     versions = []
-    if save_x:
-        versions.append(_version_of(x))
-    if scalar:
-        edges = [_edge_of(x) if xrg else _NO_EDGE, None]
+    if type(y) is float or type(y) is int:
+        plan = op.save_plans.get((xrg, False)) or _save_plan(op, (xrg, False))
+        if plan[0]:
+            versions.append(_version_of(x))
+        if xrg:
+            fn = x.grad_fn
+            ex = (fn, x._output_nr) if fn is not None else (x._grad_accumulator(), 0)
+        else:
+            ex = _NO_EDGE
+        edges = [ex, None]
         metas = [(xd.shape, xd.dtype, xrg), None]
-        saved = [x if save_x else None, y]
+        saved = [x if plan[0] else None, y]
     else:
         yd = y._data
+        yrg = y._rg
+        plan = op.save_plans.get((xrg, yrg)) or _save_plan(op, (xrg, yrg))
         edges = [_edge_of(x) if xrg else _NO_EDGE, _edge_of(y) if yrg else _NO_EDGE]
         metas = [(xd.shape, xd.dtype, xrg), (yd.shape, yd.dtype, yrg)]
-        saved = [x if save_x else None, y if save_y else None]
-        if save_y:
+        saved = [x if plan[0] else None, y if plan[1] else None]
+        if plan[0]:
+            versions.append(_version_of(x))
+        if plan[1]:
             versions.append(_version_of(y))
-    return _finish_node(op, out, edges, saved, versions, _NO_ATTRS, metas)
+    out_data = None
+    if op.save_out:
+        versions.append(_version_of(out))
+        out_data = out._data
+    node = (op.node_cls or node_class(op))(edges, saved, versions, _NO_ATTRS, metas, out_data)
+    if STATE.anomaly:
+        node.extras().where = (op.name, user_frame())
+    out._rg = True
+    out.grad_fn = node
+    return node
 
 
 _NO_EDGE = (None, 0)
