@@ -1,5 +1,9 @@
+import os
+
 import numpy as np
 import pytest
+
+os.environ.setdefault("TRACEJIT_VERIFY", "1")  # the verifier runs after every pass in tests
 
 import tracejit as tj
 

@@ -177,6 +177,7 @@ SAMPLES = {
                                                                       a.shape),
                                       b.reshape(b.shape + (1,) * (b.ndim == 1))).reshape(
                    np.matmul(a, b).shape), [0, 1]),
+    "constant": ([S(value=np.arange(6.0).reshape(2, 3))], lambda value: value, []),
     "full": ([S(shape=(2, 3), value=1.5, dtype=None)],
              lambda shape, value, dtype: np.ones(shape) * value, []),
     "arange": ([S(start=1, end=7, step=2, dtype=None)],

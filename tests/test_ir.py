@@ -22,7 +22,7 @@ def mlp_step(x, w, b):
 
 
 def test_golden_dump():
-    g = tj.trace(mlp_step, (tj.ones(4, 3), tj.ones(3, 5), tj.ones(5))).graph
+    g = tj.trace(mlp_step, (tj.ones(4, 3), tj.ones(3, 5), tj.ones(5))).traces[0].recorded
     assert str(g) == """\
 # graph mlp_step  [after: trace · 9 nodes]
 graph(%x: f32[B,T], %w: f32[T,M], %b: f32[M]) -> (f32[B]):
@@ -38,6 +38,24 @@ graph(%x: f32[B,T], %w: f32[T,M], %b: f32[M]) -> (f32[B]):
   return %7"""
 
 
+def test_golden_dump_after_the_passes():
+    g = tj.trace(mlp_step, (tj.ones(4, 3), tj.ones(3, 5), tj.ones(5))).graph
+    assert str(g) == """\
+# graph mlp_step  [after: fuse · 6 nodes]
+graph(%x: f32[B,T], %w: f32[T,M], %b: f32[M]) -> (f32[B]):
+  %0: f32[B,M] = matmul(%x, %w)
+  %1: f32[B,M], %2: f32[B,M] = fused[elementwise](%0, %b) {
+      %r0: f32[B,M] = add(%in0, %in1)
+      %r1: f32[B,M] = tanh(%r0)
+      %r2: f32[B,M] = mul(%r1, 2)
+      yield %r1, %r2 }
+  %3: f32[] = mean(%1) {dim=None, keepdim=False}
+  %4: b8[] = gt(%3, 0)
+  guard[bool](%4) == True
+  %5: f32[B] = sum(%2) {dim=(1,), keepdim=False}
+  return %5"""
+
+
 def test_dump_is_deterministic_across_traces():
     args = (tj.ones(4, 3), tj.ones(3, 5), tj.ones(5))
     assert str(tj.trace(mlp_step, args).graph) == str(tj.trace(mlp_step, args).graph)
@@ -47,7 +65,7 @@ def test_dump_with_source_lines():
     g = tj.trace(mlp_step, (tj.ones(4, 3), tj.ones(3, 5), tj.ones(5))).graph
     text = g.format(sources=True)
     line = mlp_step.__code__.co_firstlineno + 1
-    assert f"tanh(%1)  # {__file__}:{line}" in text
+    assert f"tanh(%r0)  # {__file__}:{line}" in text
 
 
 def test_golden_dump_of_guards_mutations_and_index_attributes():
@@ -55,7 +73,7 @@ def test_golden_dump_of_guards_mutations_and_index_attributes():
         x[1:] = x[:-1] * 0.5
         return x[idx].sum().item()
 
-    g = tj.trace(f, (tj.ones(4), tj.tensor([0, 2]))).graph
+    g = tj.trace(f, (tj.ones(4), tj.tensor([0, 2]))).traces[0].recorded
     assert str(g) == """\
 # graph f  [after: trace · 7 nodes]
 graph(%x: f32[B], %idx: i64[T]) -> ():

@@ -57,7 +57,10 @@ def _dump(args) -> int:
         obj = obj()
     inputs = tuple(_parse_input(s) for s in args.input)
     traced = tj.trace(obj, inputs)
-    print(traced.graph.format(sources=args.sources))
+    stages = traced.traces[0].stages
+    for name, graph, _ in (stages if args.stages else stages[-1:]):
+        print(graph.format(sources=args.sources))
+        print()
     if args.guards:
         print("\nguards:")
         for g in traced.guards:
@@ -77,6 +80,8 @@ def main(argv=None) -> int:
                       help="an example input, e.g. f32[8,784] (repeat for each argument)")
     dump.add_argument("--sources", action="store_true", help="show the source line of nodes")
     dump.add_argument("--guards", action="store_true", help="list the trace's guards")
+    dump.add_argument("--stages", action="store_true",
+                      help="print the graph after every pass, not only the last")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import main as demo

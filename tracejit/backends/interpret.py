@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from ..ir.graph import GUARD, Graph, Value
+from ..ir.graph import FUSED, GUARD, Graph, Value
 from ..ir.symbolic import SymInt, has_sym, map_leaves
 from ..ops import OPS
 from ..tensor.dispatch import apply, apply_inplace
@@ -68,6 +68,14 @@ class Interpreter:
             if node.op == GUARD:
                 self.steps.append(("guard", node, reads[0], None, None, None))  # op: slot
                 continue
+            if node.op == FUSED:  # run the region's ops one by one
+                outs = []
+                for v in node.outputs:
+                    slot[v] = len(slot)
+                    outs.append(slot[v])
+                self.steps.append(("region", node, Interpreter(node.regions[0]),
+                                   list(zip(reads, consts)), None, outs))
+                continue
             op = OPS[node.op]
             symbolic = any(isinstance(x, SymInt) for x in node.inputs) or has_sym(
                 tuple(node.attrs.values()))
@@ -109,6 +117,11 @@ class Interpreter:
                     raise GuardMiss(node, seen)
                 continue
             STATE.grad_enabled = node.grad_mode
+            if kind == "region":
+                results = op.run([vals[r] if r is not None else c for r, c in reads], env)
+                for i, v in zip(out, results):
+                    vals[i] = v
+                continue
             if kind == "binary":
                 (r0, _), (r1, c1) = reads
                 vals[out] = op[0](op[1], vals[r0], vals[r1] if r1 is not None else c1)

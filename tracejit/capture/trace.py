@@ -64,7 +64,11 @@ class Trace:
 
     def __init__(self, recorder: Recorder, guards: EntryGuards, out_spec, out_others,
                  n_user_tensors: int):
-        self.graph = recorder.graph
+        from ..ir.passes import PassManager
+
+        self.stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
+        self.recorded = recorder.graph
+        self.graph = self.stages[-1][1]
         self.guards = guards
         self.bindings = recorder.bindings
         self.captured = recorder.inputs[n_user_tensors:]
@@ -73,7 +77,7 @@ class Trace:
 
     def value_guards(self) -> list[Guard]:
         return [Guard(f"value of {n.attrs['kind']}() read == {_short(n.attrs['expected'])}",
-                      n.source) for n in self.graph.nodes if n.op == "guard"]
+                      n.source) for n in self.recorded.nodes if n.op == "guard"]
 
     def run(self, tensors: list):
         env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
@@ -243,9 +247,13 @@ class TracedFunction:
         lines = [f"tracejit report for {self.name}: {len(self.traces)} trace(s), "
                  f"stats {self.stats}"]
         for k, tr in enumerate(self.traces, 1):
-            lines.append(f"\ntrace {k}: {len(tr.graph.nodes)} nodes; guards:")
+            passes = " -> ".join(f"{name} ({len(g.nodes)})" for name, g, _ in tr.stages)
+            lines.append(f"\ntrace {k}: {passes} nodes; guards:")
             for g in tr.guards.guards + tr.value_guards():
                 lines.append(f"  - {g}")
+            if tr.graph.notes:
+                lines.append("  fusion decisions:")
+                lines += [f"  - {n}" for n in tr.graph.notes]
         lines.append("\nevents:")
         lines += [f"  - {e}" for e in self.events]
         return "\n".join(lines)

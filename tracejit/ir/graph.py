@@ -50,6 +50,7 @@ class Node:
 
 
 GUARD = "guard"  # attrs: kind ('bool'|'item'|'int'|'float'|'array'), expected
+FUSED = "fused"  # attrs: kind ('elementwise'|'reduce'); regions[0] is the fused sub-graph
 
 
 @dataclass(eq=False)
@@ -62,6 +63,7 @@ class Graph:
     made_by: str = "trace"
     symbols: dict = field(default_factory=dict)     # symbol -> display name ('s0' -> 'B')
     input_kinds: list = field(default_factory=list)  # 'arg' | 'param' | 'captured' per input
+    notes: list = field(default_factory=list)        # pass decisions, for explain()
 
     def add_node(self, op: str, inputs: list, attrs: dict, out_types: list,
                  source: str = "") -> Node:

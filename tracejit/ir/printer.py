@@ -6,7 +6,7 @@ traces of the same program print identically.
 """
 from __future__ import annotations
 
-from .graph import GUARD, Graph, Value
+from .graph import FUSED, GUARD, Graph, Value
 from .symbolic import SymInt
 
 
@@ -24,7 +24,8 @@ def format_type(v: Value, names: dict) -> str:
 
 
 class _Namer:
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, prefix: str = ""):
+        self.prefix = prefix
         self.names: dict = {}
         used = set()
         for v in graph.inputs:
@@ -37,7 +38,7 @@ class _Namer:
         self.counter = 0
 
     def define(self, v: Value) -> str:
-        self.names[v] = str(self.counter)
+        self.names[v] = f"{self.prefix}{self.counter}"
         self.counter += 1
         return "%" + self.names[v]
 
@@ -87,6 +88,12 @@ def format_graph(graph: Graph, sources: bool = False) -> str:
         if node.op == GUARD:
             expected = _literal(node.attrs["expected"], syms)
             line = f"  guard[{node.attrs['kind']}]({args}) == {expected}"
+        elif node.op == FUSED:
+            defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
+            line = f"  {defs} = fused[{node.attrs['kind']}]({args}) {{"
+            lines.append(line)
+            lines += _region_lines(node.regions[0], syms, sources)
+            continue
         else:
             defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
             line = f"  {defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
@@ -99,6 +106,22 @@ def format_graph(graph: Graph, sources: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _region_lines(region: Graph, syms: dict, sources: bool) -> list:
+    """A fused node's ops, indented under it; region values are %r0, %r1, ...
+    and its inputs %in0, %in1, ... in the order of the fused node's arguments."""
+    namer = _Namer(region, prefix="r")
+    lines = []
+    for node in region.nodes:
+        args = ", ".join(namer.ref(x, syms) for x in node.inputs)
+        defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
+        line = f"      {defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
+        if sources and node.source:
+            line += f"  # {node.source}"
+        lines.append(line)
+    lines.append("      yield " + ", ".join(namer.ref(v, syms) for v in region.outputs) + " }")
+    return lines
+
+
 def to_dot(graph: Graph) -> str:
     """Graphviz source: one box per node, edges along values."""
     syms = graph.symbols
@@ -109,7 +132,9 @@ def to_dot(graph: Graph) -> str:
         ids[v] = f"in{i}"
         lines.append(f'  in{i} [label="{namer.names[v]}\\n{format_type(v, syms)}", shape=ellipse];')
     for k, node in enumerate(graph.nodes):
-        label = node.op if node.op != GUARD else f"guard[{node.attrs['kind']}]"
+        label = node.op if node.op not in (GUARD, FUSED) else \
+            f"{node.op}[{node.attrs['kind']}]" + (
+                "\\n" + " ".join(n.op for n in node.regions[0].nodes) if node.regions else "")
         types = ", ".join(format_type(v, syms) for v in node.outputs)
         lines.append(f'  n{k} [label="{label}\\n{types}"];')
         for x in node.inputs:

@@ -1,7 +1,7 @@
 """The IR verifier: structural and type checks, run after every pass in tests."""
 from __future__ import annotations
 
-from .graph import GUARD, Graph, Value
+from .graph import FUSED, GUARD, Graph, Value
 from .symbolic import SymInt
 
 
@@ -35,6 +35,9 @@ def verify(graph: Graph) -> None:
             if len(node.inputs) != 1 or node.outputs:
                 raise VerificationError(f"{where}: a guard reads one value and defines none")
             continue
+        if node.op == FUSED:
+            _check_fused(node, where, defined)
+            continue
         if node.op not in OPS:
             raise VerificationError(f"{where}: unknown op {node.op!r}")
         op = OPS[node.op]
@@ -56,6 +59,27 @@ def verify(graph: Graph) -> None:
             raise VerificationError("a mutation targets a value that is not a graph input")
         if value not in defined:
             raise VerificationError("a mutation writes an undefined value")
+
+
+def _check_fused(node, where: str, defined: set) -> None:
+    if len(node.regions) != 1:
+        raise VerificationError(f"{where}: a fused node holds exactly one region")
+    region = node.regions[0]
+    try:
+        verify(region)
+    except VerificationError as err:
+        raise VerificationError(f"{where}: in its region: {err}") from None
+    if len(region.inputs) != len(node.inputs) or len(region.outputs) != len(node.outputs):
+        raise VerificationError(f"{where}: arguments or results do not match its region")
+    for outer, inner in zip(list(node.inputs) + node.outputs, region.inputs + region.outputs):
+        if isinstance(outer, Value) and (outer.dtype is not inner.dtype or
+                                         [_hint(d) for d in outer.shape] !=
+                                         [_hint(d) for d in inner.shape]):
+            raise VerificationError(f"{where}: a type differs from its region's")
+    for v in node.outputs:
+        if v in defined:
+            raise VerificationError(f"{where} redefines a value (SSA violated)")
+        defined.add(v)
 
 
 def _hint(d):

@@ -25,6 +25,12 @@ class _Generator:
 GENERATOR = _Generator()
 
 
+def _dtype_of(array):
+    from ..dtypes import from_numpy_dtype
+
+    return from_numpy_dtype(array.dtype)
+
+
 def _full(shape, value, dtype):
     return np.full(shape, value, dtype.np)
 
@@ -56,6 +62,8 @@ def _infer_arange(start, end, step, dtype):
     return AVal((n,), dtype)
 
 
+register("constant", CREATION, lambda value: np.array(value, copy=True),
+         lambda value: AVal(tuple(value.shape), _dtype_of(value)), arity=0)
 register("full", CREATION, _full, lambda shape, value, dtype: AVal(tuple(shape), dtype), arity=0)
 register("arange", CREATION, _arange, _infer_arange, arity=0)
 register("eye", CREATION, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),

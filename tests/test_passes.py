@@ -1,0 +1,179 @@
+"""Each pass on small graphs: the structure it leaves, and the same numbers as before."""
+from __future__ import annotations
+
+import numpy as np
+
+import tracejit as tj
+from tracejit.backends.interpret import Interpreter
+from tracejit.ir import verify
+from tracejit.ir.passes import cse, dce, fold_constants, fuse, simplify
+
+
+def recorded(fn, *args):
+    return tj.trace(fn, args).traces[0].recorded
+
+
+def run(graph, *args):
+    return [t.detach().numpy() for t in Interpreter(graph).run(list(args), {
+        f"s{k}": d for k, d in enumerate(_sizes(graph, args))})]
+
+
+def _sizes(graph, args):
+    from tracejit.ir.symbolic import SymInt
+
+    sizes = {}
+    for v, a in zip(graph.inputs, args):
+        for dim, s in zip(v.shape, a.shape):
+            if isinstance(s, SymInt) is False and hasattr(dim, "source"):
+                sizes[dim.source()] = s
+    return [sizes[f"s{k}"] for k in range(len(sizes))]
+
+
+def ops(graph):
+    return [n.op for n in graph.nodes]
+
+
+def same_numbers(before, after, *args):
+    for a, b in zip(run(before, *args), run(after, *args)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_dce_removes_unused_values_but_keeps_guards_random_ops_and_updates():
+    def f(x, buf):
+        unused = x.exp() * 3  # noqa: F841
+        tj.randn(2)           # drawn but unused: still advances the generator
+        buf.add_(1)
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    g = recorded(f, tj.ones(2), tj.zeros(2))
+    out = dce(g)
+    verify(out)
+    assert "exp" not in ops(out) and "randn" in ops(out) and "guard" in ops(out)
+    assert len(out.mutations) == 1 and out.made_by == "dce"
+
+
+def test_cse_merges_repeated_pure_ops_not_random_ones():
+    def f(x):
+        a = (x * 2).tanh()
+        b = (x * 2).tanh()
+        return a + b + tj.rand(2) + tj.rand(2)
+
+    g = recorded(f, tj.ones(2))
+    out = cse(g)
+    assert ops(out).count("tanh") == 1 and ops(out).count("mul") == 1
+    assert ops(out).count("rand") == 2
+
+
+def test_cse_keeps_ops_that_differ_in_attributes():
+    def f(x):
+        return x.sum(0) + x.sum(1)
+
+    out = cse(recorded(f, tj.ones(3, 3)))
+    assert ops(out).count("sum") == 2
+    same_numbers(recorded(f, tj.ones(3, 3)), out, tj.arange(9.0).reshape(3, 3))
+
+
+def test_constant_folding_precomputes_known_subexpressions():
+    def f(x):
+        k = (tj.arange(4.0) * 2 + 1).exp()
+        return x * k
+
+    g = recorded(f, tj.ones(4))
+    out = fold_constants(g)
+    verify(out)
+    assert ops(out) == ["constant", "constant", "constant", "constant", "mul"]
+    out = dce(out)
+    assert ops(out) == ["constant", "mul"]
+    same_numbers(g, out, tj.arange(4.0))
+
+
+def test_simplify_removes_identities_but_not_returned_values():
+    def f(x):
+        y = ((x * 1 + 0) / 1) ** 1
+        z = -(-y)
+        return z.reshape(z.shape).to(tj.float32) * 3, x + 0
+
+    g = recorded(f, tj.ones(2, 3))
+    out = dce(simplify(g))
+    verify(out)
+    assert ops(out) == ["mul", "add"]  # `x + 0` is returned: it stays a new tensor
+    same_numbers(g, out, tj.arange(6.0).reshape(2, 3))
+
+
+def test_simplify_keeps_ops_that_broadcast_or_promote():
+    def f(x):
+        return x + tj.zeros(3, 1), tj.ones(2, dtype=tj.int64) * 1.0
+
+    out = simplify(recorded(f, tj.ones(3)))
+    assert "add" in ops(out) and "mul" in ops(out)
+
+
+def test_fuse_groups_elementwise_chains_with_broadcasting():
+    def f(x, b):
+        return ((x + b).tanh() * 0.5 + 1).sigmoid()
+
+    g = recorded(f, tj.ones(4, 3), tj.ones(3))
+    out = fuse(g)
+    verify(out)
+    assert ops(out) == ["fused"]
+    assert [n.op for n in out.nodes[0].regions[0].nodes] == ["add", "tanh", "mul", "add",
+                                                             "sigmoid"]
+    same_numbers(g, out, tj.randn(5, 3), tj.randn(3))
+
+
+def test_fuse_pulls_an_elementwise_chain_into_its_reduction():
+    def f(x):
+        return ((x - 1) * (x - 1)).sum(1)
+
+    g = recorded(f, tj.ones(4, 3))
+    out = fuse(cse(g))  # the pipeline merges the two (x - 1) first
+    assert ops(out) == ["fused"] and out.nodes[0].attrs["kind"] == "reduce"
+    same_numbers(g, out, tj.randn(6, 3))
+
+
+def test_fuse_explains_unfused_neighbours():
+    def f(x, w):
+        return (x @ w).relu().sum() * 2
+
+    out = fuse(recorded(f, tj.ones(2, 3), tj.ones(3, 4)))
+    notes = "\n".join(out.notes)
+    assert "matmul -> relu not fused: matmul is a linalg op" in notes
+
+
+def test_fuse_never_creates_a_cycle():
+    def f(x):
+        a = x.exp()
+        m = a.amax()          # a reduction between two elementwise ops of one chain
+        return (a - m).exp() + a
+
+    g = recorded(f, tj.ones(5))
+    out = fuse(g)
+    verify(out)
+    same_numbers(g, out, tj.randn(7))
+    assert any("depend on itself" in n or "used outside" in n or "reduce op" in n
+               for n in out.notes)
+
+
+def test_pipeline_keeps_traced_results_equal_to_eager():
+    def f(x, w):
+        h = (x @ w + 1).tanh()
+        h = h * 1 + tj.zeros(1)
+        return h.softmax(-1).log().mean(0), (h * h).sum()
+
+    x, w = tj.randn(4, 3), tj.randn(3, 5)
+    tf = tj.trace(f, (x, w))
+    for n in (4, 9):
+        xx = tj.randn(n, 3)
+        for a, b in zip(tf(xx, w), f(xx, w)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert [name for name, _, _ in tf.traces[0].stages] == [
+        "trace", "dce", "cse", "fold_constants", "simplify", "dce", "fuse"]
+
+
+def test_passes_log(monkeypatch, capsys):
+    monkeypatch.setenv("TRACEJIT_LOG", "passes")
+    tj.trace(lambda x: x.exp() * 2, (tj.ones(2),))
+    err = capsys.readouterr().err
+    assert "[tracejit:passes] after dce" in err and "[tracejit:passes] after fuse" in err

@@ -1,0 +1,28 @@
+"""Common-subexpression elimination: one node per (op, inputs, attributes)."""
+from __future__ import annotations
+
+from ...ops import OPS
+from ...ops.registry import RANDOM
+from ..graph import GUARD, Graph, Value
+from .rewrite import Builder, attrs_key
+
+
+def cse(graph: Graph) -> Graph:
+    b = Builder(graph, "cse")
+    seen: dict = {}
+    for node in graph.nodes:
+        pure = node.op != GUARD and not (node.op in OPS and OPS[node.op].kind == RANDOM) \
+            and not node.regions
+        if pure:
+            inputs = [b.get(x) for x in node.inputs]
+            key = (node.op, node.grad_mode, tuple(id(x) if isinstance(x, Value) else
+                                                  ("lit", repr(x)) for x in inputs),
+                   attrs_key(node.attrs))
+            if key in seen:
+                for old, new in zip(node.outputs, seen[key].outputs):
+                    b.map[old] = new
+                continue
+            seen[key] = b.copy(node)
+        else:
+            b.copy(node)
+    return b.finish()

@@ -1,0 +1,30 @@
+"""Dead-code elimination: drop nodes nothing observable depends on.
+
+Observable: graph outputs, updates of inputs (mutations), guards (they decide
+whether the trace may run at all) and random ops (they advance the generator,
+so a traced call draws the same numbers as the eager program)."""
+from __future__ import annotations
+
+from ...ops import OPS
+from ...ops.registry import RANDOM
+from ..graph import GUARD, Graph, Value
+from .rewrite import Builder
+
+
+def _has_effect(node) -> bool:
+    return node.op == GUARD or (node.op in OPS and OPS[node.op].kind == RANDOM)
+
+
+def dce(graph: Graph) -> Graph:
+    live_values = {v for v in graph.outputs if isinstance(v, Value)}
+    live_values |= {v for _, v in graph.mutations}
+    live_nodes = set()
+    for node in reversed(graph.nodes):
+        if _has_effect(node) or any(v in live_values for v in node.outputs):
+            live_nodes.add(id(node))
+            live_values.update(x for x in node.inputs if isinstance(x, Value))
+    b = Builder(graph, "dce")
+    for node in graph.nodes:
+        if id(node) in live_nodes:
+            b.copy(node)
+    return b.finish()

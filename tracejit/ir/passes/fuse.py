@@ -1,0 +1,179 @@
+"""Fusion: chains of elementwise ops (with broadcasting) become one `fused` node, and
+an elementwise chain flows into the reduction that consumes it.
+
+A fused node holds its ops as a region (a sub-graph); code generators turn each
+region into one kernel. Why two adjacent ops were not fused is recorded in the
+graph's notes (shown by `.explain()`).
+"""
+from __future__ import annotations
+
+from ...ops import OPS
+from ...ops.registry import ELEMENTWISE
+from ..graph import FUSED, Graph, Value
+from .rewrite import Builder
+
+REDUCTIONS = ("sum", "mean", "amax", "amin")
+
+
+def _elementwise(node) -> bool:
+    return node.op in OPS and OPS[node.op].kind == ELEMENTWISE and OPS[node.op].expr is not None
+
+
+def _why_not(node) -> str:
+    if node.op == "guard":
+        return "a guard reads a value in the middle"
+    if node.op in OPS:
+        op = OPS[node.op]
+        if op.kind == ELEMENTWISE:
+            return f"{node.op} has no scalar expression for kernels"
+        return f"{node.op} is a {op.kind} op"
+    return f"{node.op} is not fusible"
+
+
+def fuse(graph: Graph) -> Graph:
+    nodes = graph.nodes
+    index = {id(n): i for i, n in enumerate(nodes)}
+    producer = {v: n for n in nodes for v in n.outputs}
+    users: dict = {}
+    for n in nodes:
+        for x in n.inputs:
+            if isinstance(x, Value):
+                users.setdefault(x, []).append(n)
+    external = set(graph.outputs) | {v for _, v in graph.mutations}
+
+    group_of: dict = {}      # id(node) -> group id
+    groups: dict = {}        # group id -> [nodes]
+    kinds: dict = {}         # group id -> 'elementwise' | 'reduce'
+    reach: dict = {}         # id(node) -> groups it depends on (transitively)
+    notes = []
+
+    def reach_of(p) -> set:
+        r = set(reach[id(p)])
+        if id(p) in group_of:
+            r.add(group_of[id(p)])
+        return r
+
+    for n in nodes:
+        prods = [producer[x] for x in n.inputs if isinstance(x, Value) and x in producer]
+        upstream = set()
+        for p in prods:
+            upstream |= reach_of(p)
+        reach[id(n)] = upstream
+        chosen = None
+        is_reduce = n.op in REDUCTIONS and prods and id(prods[0]) in group_of
+        if _elementwise(n) or is_reduce:
+            for p in prods:
+                g = group_of.get(id(p))
+                if g is None or kinds[g] == "reduce":
+                    continue
+                if any(g in reach_of(q) for q in prods if group_of.get(id(q)) != g):
+                    notes.append(f"{p.op} -> {n.op} not fused: the group would depend on "
+                                 "itself through an op outside it")
+                    continue
+                if is_reduce and not _feeds_only(g, groups, n, users, external):
+                    notes.append(f"{p.op} -> {n.op} not fused: values of the elementwise "
+                                 "chain are also used outside it")
+                    continue
+                chosen = g
+                break
+        if chosen is None and _elementwise(n):
+            chosen = len(groups)
+            groups[chosen], kinds[chosen] = [], "elementwise"
+        if chosen is not None:
+            groups[chosen].append(n)
+            group_of[id(n)] = chosen
+            if is_reduce:
+                kinds[chosen] = "reduce"
+    for n in nodes:  # explain the unfused neighbours
+        for x in n.inputs:
+            p = producer.get(x) if isinstance(x, Value) else None
+            if p is None or (id(p) in group_of and group_of.get(id(p)) == group_of.get(id(n))):
+                continue
+            if not (_elementwise(n) or n.op in REDUCTIONS) or not _elementwise(p):
+                blocker = p if not _elementwise(p) else n
+                notes.append(f"{p.op} -> {n.op} not fused: {_why_not(blocker)}")
+    fused = {g: ns for g, ns in groups.items() if len(ns) >= 2}
+    return _rebuild(graph, fused, kinds, group_of, index, users, external, notes)
+
+
+def _feeds_only(g, groups, reduce_node, users, external) -> bool:
+    """The group's values are used only inside it and by `reduce_node`."""
+    members = {id(n) for n in groups[g]}
+    for n in groups[g]:
+        for v in n.outputs:
+            if v in external:
+                return False
+            for u in users.get(v, []):
+                if id(u) not in members and u is not reduce_node:
+                    return False
+    return True
+
+
+def _rebuild(graph, fused, kinds, group_of, index, users, external, notes) -> Graph:
+    unit_of = {}
+    for n in graph.nodes:
+        g = group_of.get(id(n))
+        unit_of[id(n)] = ("g", g) if g in fused else ("n", id(n))
+    # topological order of units (a group is one unit), earliest original position first
+    order, placed = [], set()
+    pending = list(graph.nodes)
+    producer = {v: n for n in graph.nodes for v in n.outputs}
+    unit_nodes: dict = {}
+    for n in graph.nodes:
+        unit_nodes.setdefault(unit_of[id(n)], []).append(n)
+    while pending:
+        for n in pending:
+            unit = unit_of[id(n)]
+            members = unit_nodes[unit]
+            member_ids = {id(m) for m in members}
+            ready = all(
+                producer.get(x) is None or id(producer[x]) in member_ids or
+                unit_of[id(producer[x])] in placed
+                for m in members for x in m.inputs if isinstance(x, Value))
+            if ready:
+                order.append(unit)
+                placed.add(unit)
+                pending = [p for p in pending if id(p) not in member_ids]
+                break
+        else:
+            raise AssertionError("fusion produced a cycle")
+    b = Builder(graph, "fuse")
+    b.graph.notes = list(dict.fromkeys(graph.notes + notes))
+    for unit in order:
+        members = unit_nodes[unit]
+        if unit[0] == "n":
+            b.copy(members[0])
+        else:
+            _emit_group(b, members, kinds[unit[1]], users, external)
+    return b.finish()
+
+
+def _emit_group(b: Builder, members, kind: str, users, external) -> None:
+    member_ids = {id(m) for m in members}
+    region = Graph("region", made_by="fuse")
+    local: dict = {}
+    outer_inputs = []
+    for m in members:
+        for x in m.inputs:
+            if isinstance(x, Value) and x not in local and not any(x in o.outputs
+                                                                  for o in members):
+                rv = Value(x.dtype, x.shape, None, f"in{len(outer_inputs)}")
+                region.inputs.append(rv)
+                local[x] = rv
+                outer_inputs.append(b.get(x))
+    for m in members:
+        node = region.add_node(m.op, [local.get(x, x) if isinstance(x, Value) else x
+                                      for x in m.inputs], m.attrs,
+                               [(v.dtype, v.shape) for v in m.outputs], m.source)
+        node.grad_mode = m.grad_mode
+        for old, new in zip(m.outputs, node.outputs):
+            local[old] = new
+    outs = [v for m in members for v in m.outputs
+            if v in external or any(id(u) not in member_ids for u in users.get(v, []))]
+    region.outputs = [local[v] for v in outs]
+    node = b.emit(FUSED, outer_inputs, {"kind": kind}, [(v.dtype, v.shape) for v in outs],
+                  members[-1])
+    node.regions = [region]
+    node.grad_mode = members[-1].grad_mode
+    for old, new in zip(outs, node.outputs):
+        b.map[old] = new

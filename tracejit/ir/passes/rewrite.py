@@ -1,0 +1,57 @@
+"""Rebuilding a graph node by node: the common machinery of the passes."""
+from __future__ import annotations
+
+from ..graph import Graph, Node, Value
+from ..symbolic import SymInt
+
+
+class Builder:
+    """A new graph with the same inputs as `src`; old values map to new ones."""
+
+    def __init__(self, src: Graph, made_by: str):
+        self.src = src
+        self.graph = Graph(src.name, made_by=made_by, symbols=dict(src.symbols),
+                           input_kinds=list(src.input_kinds), notes=list(src.notes))
+        self.map: dict = {}
+        for v in src.inputs:
+            nv = Value(v.dtype, v.shape, None, v.name)
+            self.graph.inputs.append(nv)
+            self.map[v] = nv
+
+    def get(self, x):
+        return self.map.get(x, x) if isinstance(x, Value) else x
+
+    def copy(self, node: Node) -> Node:
+        new = self.emit(node.op, [self.get(x) for x in node.inputs], node.attrs,
+                        [(v.dtype, v.shape) for v in node.outputs], node)
+        for old, nv in zip(node.outputs, new.outputs):
+            self.map[old] = nv
+        return new
+
+    def emit(self, op: str, inputs: list, attrs: dict, out_types: list, like: Node) -> Node:
+        new = self.graph.add_node(op, inputs, attrs, out_types, like.source)
+        new.grad_mode, new.regions = like.grad_mode, like.regions
+        return new
+
+    def finish(self) -> Graph:
+        self.graph.outputs = [self.get(v) for v in self.src.outputs]
+        self.graph.mutations = [(self.get(t), self.get(v)) for t, v in self.src.mutations]
+        return self.graph
+
+
+def same_dim(a, b) -> bool:
+    if isinstance(a, SymInt) or isinstance(b, SymInt):
+        return isinstance(a, SymInt) and isinstance(b, SymInt) and a.source() == b.source()
+    return a == b
+
+
+def same_type(a: Value, b: Value) -> bool:
+    return a.dtype is b.dtype and len(a.shape) == len(b.shape) and all(
+        same_dim(x, y) for x, y in zip(a.shape, b.shape))
+
+
+def attrs_key(attrs: dict) -> str:
+    """A canonical text of attributes (slices, SymInts and arrays included)."""
+    from ..printer import _literal
+
+    return ";".join(f"{k}={_literal(v, {})}" for k, v in sorted(attrs.items()))
