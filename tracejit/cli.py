@@ -58,7 +58,7 @@ def _dump(args) -> int:
     inputs = tuple(_parse_input(s) for s in args.input)
     traced = tj.trace(obj, inputs)
     stages = traced.traces[0].stages
-    for name, graph, _ in (stages if args.stages else stages[-1:]):
+    for _name, graph, _ in (stages if args.stages else stages[-1:]):
         print(graph.format(sources=args.sources))
         print()
     if args.guards:
