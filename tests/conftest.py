@@ -4,6 +4,11 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("TRACEJIT_VERIFY", "1")  # the verifier runs after every pass in tests
+# The fast tier interprets traces; tests of the Numba backend ask for it by name and share
+# one warm kernel cache inside the checkout.
+os.environ.setdefault("TRACEJIT_BACKEND", "interpret")
+os.environ.setdefault("TRACEJIT_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..",
+                                                         ".cache", "kernels"))
 
 import tracejit as tj
 

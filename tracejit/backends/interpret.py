@@ -51,15 +51,43 @@ def _guard_holds(kind: str, expected, t) -> tuple[bool, object]:
     return seen == expected and type(seen) is type(expected), seen
 
 
+class _Region:
+    """A fused node: its compiled kernel when the backend has one and no gradient is being
+    recorded, else its ops interpreted one by one (which autograd sees)."""
+
+    _UNSET = object()
+
+    def __init__(self, node, backend: str):
+        self.node = node
+        self.interpreter = Interpreter(node.regions[0])
+        self.backend = backend
+        self.kernel = self._UNSET if backend == "numba" else None
+
+    def run(self, inputs: list, env: dict) -> list:
+        if self.kernel is not None and not (STATE.grad_enabled and any(
+                getattr(t, "_rg", False) for t in inputs)):
+            if self.kernel is self._UNSET:
+                from .numba_cpu import compile_region
+
+                self.kernel = compile_region(self.node.regions[0], self.node.source)
+            if self.kernel is not None:
+                from ..tensor.tensor import Tensor
+
+                arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
+                return [Tensor._make(a) for a in self.kernel(arrays)]
+        return self.interpreter.run(inputs, env)
+
+
 class Interpreter:
     """A graph prepared for repeated runs: values live in a list, each step knows the
     slots it reads and writes and which dispatch entry to call."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, backend: str = "interpret"):
         from ..ops.registry import ELEMENTWISE
         from ..tensor.dispatch import binary, unary
 
         self.graph = graph
+        self.backend = backend
         slot = {v: i for i, v in enumerate(graph.inputs)}
         self.steps = []
         for node in graph.nodes:
@@ -73,7 +101,7 @@ class Interpreter:
                 for v in node.outputs:
                     slot[v] = len(slot)
                     outs.append(slot[v])
-                self.steps.append(("region", node, Interpreter(node.regions[0]),
+                self.steps.append(("region", node, _Region(node, backend),
                                    list(zip(reads, consts)), None, outs))
                 continue
             op = OPS[node.op]

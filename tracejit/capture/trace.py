@@ -63,7 +63,7 @@ class Trace:
     """One captured path: graph, entry guards and the prepared backend."""
 
     def __init__(self, recorder: Recorder, guards: EntryGuards, out_spec, out_others,
-                 n_user_tensors: int):
+                 n_user_tensors: int, backend: str = "interpret"):
         from ..ir.passes import PassManager
 
         self.stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
@@ -73,7 +73,7 @@ class Trace:
         self.bindings = recorder.bindings
         self.captured = recorder.inputs[n_user_tensors:]
         self.out_spec, self.out_others = out_spec, out_others
-        self.runner = Interpreter(self.graph)
+        self.runner = Interpreter(self.graph, backend)
 
     def value_guards(self) -> list[Guard]:
         return [Guard(f"value of {n.attrs['kind']}() read == {_short(n.attrs['expected'])}",
@@ -98,9 +98,12 @@ class TracedFunction:
 
     def __init__(self, fn, example_inputs, *, backend: str = "auto",
                  budget: int = DEFAULT_BUDGET, name: str | None = None):
+        if backend == "cuda":
+            raise RuntimeError("backend='cuda' needs the numba_cuda backend, which this build "
+                               "does not have yet; use 'auto', 'numba' or 'interpret'")
         if backend not in ("auto", "interpret", "numba"):
-            raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'numba' or "
-                             "'interpret'")
+            raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'numba', 'cuda' "
+                             "or 'interpret'")
         self.fn = fn
         self.backend = backend
         self.budget = budget
@@ -128,6 +131,13 @@ class TracedFunction:
 
     def _signature_fn(self):
         return self.fn
+
+    def _backend_name(self) -> str:
+        """'numba' for compiled kernels, 'interpret' for the reference interpreter.
+        `auto` picks numba unless TRACEJIT_BACKEND says otherwise."""
+        if self.backend == "auto":
+            return os.environ.get("TRACEJIT_BACKEND", "numba")
+        return self.backend
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -210,7 +220,7 @@ class TracedFunction:
         rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
         guards = EntryGuards(rec, len(others), dict(enumerate(others)), self._pyreads())
         trace = Trace(rec, guards, out_spec, out_others, len(tensors) + len(
-            self._param_inputs()))
+            self._param_inputs()), self._backend_name())
         self.traces.append(trace)
         self._last = trace
         self.stats["compiles"] += 1
@@ -222,6 +232,20 @@ class TracedFunction:
         return result
 
     # ---- introspection ------------------------------------------------------------------
+    @property
+    def code(self) -> str:
+        """The generated kernel source of every fused region of the first trace."""
+        from ..backends.numba_cpu import Unsupported, generate
+
+        parts = []
+        for node in self.graph.nodes:
+            if node.op == "fused":
+                try:
+                    parts.append(generate(node.regions[0]))
+                except Unsupported as why:
+                    parts.append(f"# fused region at {node.source}: interpreted ({why})\n")
+        return "\n".join(parts)
+
     @property
     def graph(self):
         if not self.traces:

@@ -1,0 +1,1 @@
+"""Runtime support: the on-disk kernel cache."""
