@@ -57,7 +57,7 @@ def test_other_dtypes(dtype):
 
 def test_code_shows_the_generated_kernels():
     f = traced(chain, tj.ones(4, 3), tj.ones(3))
-    assert "@numba.njit(parallel=True" in f.code and "math.tanh" in f.code
+    assert "@numba.njit(parallel=True" in f.code and "tanh_f32(" in f.code
 
 
 def test_gradients_take_the_interpreted_path_and_match_eager():
@@ -130,3 +130,15 @@ def test_concurrent_processes_share_the_cache(tmp_path):
         assert p.returncode == 0, err
         assert abs(float(out) - 4 * (np.tanh(2.0) + 1)) < 1e-5
     assert len(list(tmp_path.glob("k_*.py"))) == 1
+
+
+def test_cache_command(tmp_path):
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path))
+    kernel_cache_file = tmp_path / "k_0123.py"
+    kernel_cache_file.write_text("A = 1\n")
+    out = subprocess.run([sys.executable, "-m", "tracejit", "cache", "info"], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "kernels: 1" in out.stdout and str(tmp_path) in out.stdout
+    out = subprocess.run([sys.executable, "-m", "tracejit", "cache", "clear"], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and not kernel_cache_file.exists()

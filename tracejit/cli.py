@@ -1,4 +1,4 @@
-"""Command line: `python -m tracejit demo | bench | dump` (installed as `tracejit`)."""
+"""Command line: `python -m tracejit demo | bench | dump | cache` (installed as `tracejit`)."""
 from __future__ import annotations
 
 import argparse
@@ -68,6 +68,21 @@ def _dump(args) -> int:
     return 0
 
 
+def _cache(args) -> int:
+    from .runtime import kernel_cache
+
+    if args.action == "clear":
+        print(f"removed {kernel_cache.clear()} cached files")
+        return 0
+    info = kernel_cache.info()
+    if info["folder"] is None:
+        print("kernel cache: off (TRACEJIT_DISABLE_CACHE=1, or the folder is unusable)")
+    else:
+        print(f"kernel cache: {info['folder']}\n  kernels: {info['kernels']}\n"
+              f"  size: {info['bytes'] / 1024:.1f} KiB")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +97,8 @@ def main(argv=None) -> int:
     dump.add_argument("--guards", action="store_true", help="list the trace's guards")
     dump.add_argument("--stages", action="store_true",
                       help="print the graph after every pass, not only the last")
+    cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
+    cache.add_argument("action", choices=["info", "clear"])
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import main as demo
@@ -92,6 +109,8 @@ def main(argv=None) -> int:
         return _bench(args)
     if args.command == "dump":
         return _dump(args)
+    if args.command == "cache":
+        return _cache(args)
     return 1
 
 

@@ -41,17 +41,31 @@ def fuse(graph: Graph) -> Graph:
                 users.setdefault(x, []).append(n)
     external = set(graph.outputs) | {v for _, v in graph.mutations}
 
-    group_of: dict = {}      # id(node) -> group id
+    group_of: dict = {}      # id(node) -> group id (follow `find` after merges)
     groups: dict = {}        # group id -> [nodes]
     kinds: dict = {}         # group id -> 'elementwise' | 'reduce'
     reach: dict = {}         # id(node) -> groups it depends on (transitively)
+    parent: dict = {}        # merged group -> the group it joined
     notes = []
 
+    def find(g):
+        while g in parent:
+            g = parent[g]
+        return g
+
+    def group(node):
+        g = group_of.get(id(node))
+        return None if g is None else find(g)
+
     def reach_of(p) -> set:
-        r = set(reach[id(p)])
-        if id(p) in group_of:
-            r.add(group_of[id(p)])
+        r = {find(g) for g in reach[id(p)]}
+        if group(p) is not None:
+            r.add(group(p))
         return r
+
+    def depends_on(g, h) -> bool:
+        """Some member of group g depends (directly or not) on group h."""
+        return any(h in {find(x) for x in reach[id(m)]} for m in groups[g])
 
     for n in nodes:
         prods = [producer[x] for x in n.inputs if isinstance(x, Value) and x in producer]
@@ -60,13 +74,13 @@ def fuse(graph: Graph) -> Graph:
             upstream |= reach_of(p)
         reach[id(n)] = upstream
         chosen = None
-        is_reduce = n.op in REDUCTIONS and prods and id(prods[0]) in group_of
+        is_reduce = n.op in REDUCTIONS and prods and group(prods[0]) is not None
         if _elementwise(n) or is_reduce:
             for p in prods:
-                g = group_of.get(id(p))
+                g = group(p)
                 if g is None or kinds[g] == "reduce":
                     continue
-                if any(g in reach_of(q) for q in prods if group_of.get(id(q)) != g):
+                if any(g in reach_of(q) for q in prods if group(q) != g):
                     notes.append(f"{p.op} -> {n.op} not fused: the group would depend on "
                                  "itself through an op outside it")
                     continue
@@ -76,14 +90,25 @@ def fuse(graph: Graph) -> Graph:
                     continue
                 chosen = g
                 break
+        if chosen is not None and not is_reduce:  # merge independent sibling groups
+            for p in prods:
+                h = group(p)
+                if h is None or h == chosen or kinds[h] == "reduce":
+                    continue
+                if not depends_on(h, chosen) and not depends_on(chosen, h):
+                    groups[chosen] += groups.pop(h)
+                    parent[h] = chosen
         if chosen is None and _elementwise(n):
-            chosen = len(groups)
+            chosen = len(groups) + len(parent)
             groups[chosen], kinds[chosen] = [], "elementwise"
         if chosen is not None:
             groups[chosen].append(n)
             group_of[id(n)] = chosen
             if is_reduce:
                 kinds[chosen] = "reduce"
+    group_of = {k: find(g) for k, g in group_of.items()}
+    for g in groups:  # members in graph order
+        groups[g].sort(key=lambda m: index[id(m)])
     for n in nodes:  # explain the unfused neighbours
         for x in n.inputs:
             p = producer.get(x) if isinstance(x, Value) else None
