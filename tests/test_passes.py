@@ -129,8 +129,20 @@ def test_fuse_pulls_an_elementwise_chain_into_its_reduction():
 
     g = recorded(f, tj.ones(4, 3))
     out = fuse(cse(g))  # the pipeline merges the two (x - 1) first
-    assert ops(out) == ["fused"] and out.nodes[0].attrs["kind"] == "reduce"
+    assert ops(out) == ["fused"] and out.nodes[0].attrs["kind"] == "row"
     same_numbers(g, out, tj.randn(6, 3))
+
+
+def test_softmax_and_layer_norm_become_one_row_kernel():
+    g = recorded(lambda x: x.softmax(-1), tj.ones(3, 4))
+    out = dce(fuse(g))
+    assert ops(out) == ["fused"] and out.nodes[0].attrs["kind"] == "row"
+    same_numbers(g, out, tj.randn(5, 4))
+    ln = recorded(lambda x, w, b: tj.nn.functional.layer_norm(x, (4,), w, b), tj.ones(3, 4),
+                  tj.ones(4), tj.zeros(4))
+    ln = tj.trace(lambda x, w, b: tj.nn.functional.layer_norm(x, (4,), w, b),
+                  (tj.ones(3, 4), tj.ones(4), tj.zeros(4))).graph
+    assert ops(ln) == ["fused"]
 
 
 def test_fuse_explains_unfused_neighbours():

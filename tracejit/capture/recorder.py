@@ -79,6 +79,51 @@ class Recorder:
         self._bind(t, v)
         return v
 
+    def canonicalize_sizes(self) -> None:
+        """Apply the size equalities the trace proved (`T == N`, `T == 784`): one symbol
+        per size class, constants where a size was pinned, so types compare equal."""
+        from ..ir.symbolic import map_leaves
+
+        mapping: dict = {}
+
+        def find(sym):
+            while isinstance(mapping.get(sym), str):
+                sym = mapping[sym]
+            return mapping.get(sym, sym)
+
+        for g in self.shape_guards.values():
+            if g.op != "==" or g.expected is not True or g.lhs not in self.letters:
+                continue
+            a = find(g.lhs)
+            if g.rhs.lstrip("-").isdigit():
+                if isinstance(a, str):
+                    mapping[a] = int(g.rhs)
+            elif g.rhs in self.letters:
+                b = find(g.rhs)
+                if isinstance(a, str) and isinstance(b, str) and a != b:
+                    first, second = sorted((a, b), key=lambda s: int(s[1:]))
+                    mapping[second] = first
+                elif isinstance(a, str) != isinstance(b, str):  # one side already pinned
+                    sym, const = (a, b) if isinstance(a, str) else (b, a)
+                    mapping[sym] = const
+        if not mapping:
+            return
+        final = {sym: find(sym) for sym in mapping}
+
+        def sub(x):
+            return map_leaves(x, SymInt, lambda s: s.substitute(final))
+
+        graphs = [self.graph]
+        for graph in graphs:
+            for v in graph.inputs:
+                v.shape = sub(tuple(v.shape))
+            for node in graph.nodes:
+                node.inputs = [sub(x) if not isinstance(x, Value) else x for x in node.inputs]
+                node.attrs = {k: sub(x) for k, x in node.attrs.items()}
+                for v in node.outputs:
+                    v.shape = sub(tuple(v.shape))
+                graphs += node.regions
+
     def _bind(self, t: Tensor, v: Value) -> None:
         self.values[id(t)] = v
         self.keep[id(t)] = t

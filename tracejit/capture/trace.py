@@ -210,6 +210,8 @@ class TracedFunction:
         finally:
             STATE.capture = None
         rec.closed = True
+        if not rec.aborted:
+            rec.canonicalize_sizes()
         if rec.aborted:  # the call itself completed eagerly; keep no trace
             self._aborted = rec.aborted
             self.stats["eager_fallbacks"] += 1

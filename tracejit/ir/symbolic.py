@@ -92,6 +92,19 @@ class SymInt:
 
         return set(re.findall(r"\bs\d+\b", self.source()))
 
+    def substitute(self, mapping: dict) -> "SymInt | int":
+        """This expression with symbols replaced (by ints or other symbol names)."""
+        if self.poly is None:
+            return self
+        out: Poly = {}
+        for mono, coef in self.poly.items():
+            term: Poly = {(): coef}
+            for sym in mono:
+                rep = mapping.get(sym, sym)
+                term = _poly_mul(term, {(): rep} if isinstance(rep, int) else {(rep,): 1})
+            out = _poly_add(out, term)
+        return make(self.hint, out, self.recorder, None)
+
     # ---- arithmetic stays symbolic ------------------------------------------------------
     def _binary(self, other, op: str, fn: Callable[[int, int], int], reflected=False):
         if isinstance(other, SymInt):

@@ -1,5 +1,6 @@
 """Fusion: chains of elementwise ops (with broadcasting) become one `fused` node, and
-an elementwise chain flows into the reduction that consumes it.
+reductions over the last dimension join them as row kernels (softmax, layer norm,
+sums of squares: reduce a row, then keep computing with the result).
 
 A fused node holds its ops as a region (a sub-graph); code generators turn each
 region into one kernel. Why two adjacent ops were not fused is recorded in the
@@ -16,12 +17,41 @@ REDUCTIONS = ("sum", "mean", "amax", "amin")
 
 
 def _elementwise(node) -> bool:
+    if node.op == "detach":  # a no-op on values; kernels run only when no gradient is recorded
+        return True
     return node.op in OPS and OPS[node.op].kind == ELEMENTWISE and OPS[node.op].expr is not None
+
+
+def _row_reduction(node) -> bool:
+    """A reduction over the last dimension only: it fuses into a row kernel."""
+    if node.op not in REDUCTIONS or not isinstance(node.inputs[0], Value):
+        return False
+    rank = len(node.inputs[0].shape)
+    return rank > 0 and node.attrs.get("dim") == (rank - 1,)
+
+
+def _fits_frame(values, frame) -> bool:
+    """Every value broadcasts to [*lead, N] along whole rows: right-aligned, each leading
+    size equal or 1, the last N or 1 (a value per row)."""
+    from .rewrite import same_dim
+
+    lead, n = frame
+    for v in values:
+        if len(v.shape) > len(lead) + 1 or not v.shape:
+            return not v.shape  # a 0-d value broadcasts everywhere
+        pad = (1,) * (len(lead) + 1 - len(v.shape)) + tuple(v.shape)
+        if not all(a == 1 or same_dim(a, b) for a, b in zip(pad[:-1], lead)):
+            return False
+        if not (same_dim(pad[-1], n) or pad[-1] == 1):
+            return False
+    return True
 
 
 def _why_not(node) -> str:
     if node.op == "guard":
         return "a guard reads a value in the middle"
+    if node.op in REDUCTIONS:
+        return f"{node.op} reduces over {node.attrs.get('dim')}, not only the last dimension"
     if node.op in OPS:
         op = OPS[node.op]
         if op.kind == ELEMENTWISE:
@@ -67,6 +97,25 @@ def fuse(graph: Graph) -> Graph:
         """Some member of group g depends (directly or not) on group h."""
         return any(h in {find(x) for x in reach[id(m)]} for m in groups[g])
 
+    frames: dict = {}        # row group -> (leading dims, row length)
+    terminal: set = set()    # values of a row group no member may consume (rank dropped)
+
+    def values_of(node):
+        return [x for x in node.inputs if isinstance(x, Value)] + list(node.outputs)
+
+    def can_join(n, g) -> str | None:
+        """None if n may join group g, else the reason it may not."""
+        if any(x in terminal for x in n.inputs if isinstance(x, Value)):
+            return "a reduction without keepdim ends its row kernel"
+        if _row_reduction(n):
+            frame = frames.get(g) or (tuple(n.inputs[0].shape[:-1]), n.inputs[0].shape[-1])
+            members = [v for m in groups[g] for v in values_of(m)]
+            if not _fits_frame(members + [n.inputs[0]], frame):
+                return "the chain's shapes do not fit one row kernel"
+        elif g in frames and not _fits_frame(values_of(n), frames[g]):
+            return "its shapes do not fit the row kernel"
+        return None
+
     for n in nodes:
         prods = [producer[x] for x in n.inputs if isinstance(x, Value) and x in producer]
         upstream = set()
@@ -74,38 +123,42 @@ def fuse(graph: Graph) -> Graph:
             upstream |= reach_of(p)
         reach[id(n)] = upstream
         chosen = None
-        is_reduce = n.op in REDUCTIONS and prods and group(prods[0]) is not None
-        if _elementwise(n) or is_reduce:
+        if _elementwise(n) or _row_reduction(n):
             for p in prods:
                 g = group(p)
-                if g is None or kinds[g] == "reduce":
+                if g is None:
                     continue
                 if any(g in reach_of(q) for q in prods if group(q) != g):
                     notes.append(f"{p.op} -> {n.op} not fused: the group would depend on "
                                  "itself through an op outside it")
                     continue
-                if is_reduce and not _feeds_only(g, groups, n, users, external):
-                    notes.append(f"{p.op} -> {n.op} not fused: values of the elementwise "
-                                 "chain are also used outside it")
+                why = can_join(n, g)
+                if why:
+                    notes.append(f"{p.op} -> {n.op} not fused: {why}")
                     continue
                 chosen = g
                 break
-        if chosen is not None and not is_reduce:  # merge independent sibling groups
+        if chosen is not None:  # merge independent sibling groups
             for p in prods:
                 h = group(p)
-                if h is None or h == chosen or kinds[h] == "reduce":
+                if h is None or h == chosen or (h in frames) != (chosen in frames):
                     continue
-                if not depends_on(h, chosen) and not depends_on(chosen, h):
+                if not depends_on(h, chosen) and not depends_on(chosen, h) and \
+                        (h not in frames or frames[h] == frames[chosen]):
                     groups[chosen] += groups.pop(h)
                     parent[h] = chosen
-        if chosen is None and _elementwise(n):
+        if chosen is None and (_elementwise(n) or _row_reduction(n)):
             chosen = len(groups) + len(parent)
             groups[chosen], kinds[chosen] = [], "elementwise"
         if chosen is not None:
             groups[chosen].append(n)
             group_of[id(n)] = chosen
-            if is_reduce:
-                kinds[chosen] = "reduce"
+            if _row_reduction(n):
+                kinds[chosen] = "row"
+                frames.setdefault(chosen, (tuple(n.inputs[0].shape[:-1]),
+                                           n.inputs[0].shape[-1]))
+                if not n.attrs.get("keepdim"):
+                    terminal.add(n.outputs[0])
     group_of = {k: find(g) for k, g in group_of.items()}
     for g in groups:  # members in graph order
         groups[g].sort(key=lambda m: index[id(m)])
@@ -114,24 +167,11 @@ def fuse(graph: Graph) -> Graph:
             p = producer.get(x) if isinstance(x, Value) else None
             if p is None or (id(p) in group_of and group_of.get(id(p)) == group_of.get(id(n))):
                 continue
-            if not (_elementwise(n) or n.op in REDUCTIONS) or not _elementwise(p):
+            if not (_elementwise(n) or _row_reduction(n)) or not _elementwise(p):
                 blocker = p if not _elementwise(p) else n
                 notes.append(f"{p.op} -> {n.op} not fused: {_why_not(blocker)}")
     fused = {g: ns for g, ns in groups.items() if len(ns) >= 2}
     return _rebuild(graph, fused, kinds, group_of, index, users, external, notes)
-
-
-def _feeds_only(g, groups, reduce_node, users, external) -> bool:
-    """The group's values are used only inside it and by `reduce_node`."""
-    members = {id(n) for n in groups[g]}
-    for n in groups[g]:
-        for v in n.outputs:
-            if v in external:
-                return False
-            for u in users.get(v, []):
-                if id(u) not in members and u is not reduce_node:
-                    return False
-    return True
 
 
 def _rebuild(graph, fused, kinds, group_of, index, users, external, notes) -> Graph:
