@@ -69,7 +69,8 @@ class _Region:
             if self.kernel is self._UNSET:
                 from .numba_cpu import compile_region
 
-                self.kernel = compile_region(self.node.regions[0], self.node.source)
+                self.kernel = compile_region(self.node.regions[0], self.node.source,
+                                             self.node.attrs["kind"])
             if self.kernel is not None:
                 from ..tensor.tensor import Tensor
 

@@ -237,13 +237,14 @@ class TracedFunction:
     @property
     def code(self) -> str:
         """The generated kernel source of every fused region of the first trace."""
-        from ..backends.numba_cpu import Unsupported, generate
+        from ..backends.numba_cpu import Unsupported, generate, generate_row
 
         parts = []
         for node in self.graph.nodes:
             if node.op == "fused":
+                gen = generate_row if node.attrs["kind"] == "row" else generate
                 try:
-                    parts.append(generate(node.regions[0]))
+                    parts.append(gen(node.regions[0]))
                 except Unsupported as why:
                     parts.append(f"# fused region at {node.source}: interpreted ({why})\n")
         return "\n".join(parts)
