@@ -142,3 +142,31 @@ def test_cache_command(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tracejit", "cache", "clear"], env=env,
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and not kernel_cache_file.exists()
+
+
+ROW_PROGRAMS = {
+    "softmax": lambda x, w: x.softmax(-1) * w,
+    "log_softmax": lambda x, w: x.log_softmax(-1) + w,
+    "layer_norm": lambda x, w: tj.nn.functional.layer_norm(x, (x.shape[-1],), w, w * 0.5),
+    "sum_of_squares": lambda x, w: ((x - w) * (x - w)).sum(-1),
+    "max_and_mean": lambda x, w: x.amax(-1, keepdim=True) - (x * w).mean(-1, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", list(ROW_PROGRAMS))
+@pytest.mark.parametrize("rows,n", [(5, 7), (1, 7), (3, 1), (2, 3)])
+def test_row_kernels_equal_the_interpreter(name, rows, n):
+    fn = ROW_PROGRAMS[name]
+    f = traced(fn, tj.randn(4, n), tj.randn(n))
+    assert any(nd.op == "fused" and nd.attrs["kind"] == "row" for nd in f.graph.nodes) or n == 1
+    x, w = tj.randn(rows, n), tj.randn(n)
+    np.testing.assert_allclose(f(x, w).numpy(), fn(x, w).numpy(), rtol=2e-5, atol=2e-6)
+
+
+def test_row_kernels_with_leading_dimensions_and_strided_input():
+    fn = ROW_PROGRAMS["softmax"]
+    f = traced(fn, tj.randn(2, 3, 6), tj.randn(6))
+    x = tj.randn(4, 6, 5).transpose(1, 2)  # [4, 5, 6], not contiguous
+    w = tj.randn(6)
+    np.testing.assert_allclose(f(x, w).numpy(), fn(x, w).numpy(), rtol=2e-5, atol=2e-6)
+    assert "def row(" in f.code and "exp_f32(" in f.code

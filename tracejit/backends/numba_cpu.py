@@ -125,33 +125,57 @@ def generate_row(region: Graph) -> str:
                 ready.add(node.outputs[0])
                 done.add(id(node))
 
-    for node in region.nodes:
-        if node.op not in _REDUCE:
-            continue
+    per_element = [(j, v) for j, v in enumerate(region.outputs) if not _is_row_value(v, reduced)]
+    reductions = [n for n in region.nodes if n.op in _REDUCE]
+    spill = _spill_choice(reductions, per_element, cone, ready)
+    for node in reductions:
         emit_ready_row_nodes()
         init, combine, finish = _REDUCE[node.op]
         x = node.inputs[0]
-        acc_type = "np.float64" if node.outputs[0].dtype.category == 2 else \
-            _NP_TYPES[node.outputs[0].dtype.name]
+        # sums accumulate in float64; max/min are exact in the value's own type
+        acc_type = "np.float64" if node.outputs[0].dtype.category == 2 and \
+            node.op in ("sum", "mean") else _NP_TYPES[node.outputs[0].dtype.name]
         lines.append(f"        acc = {acc_type}({init})")
         lines.append("        for j in range(n):")
         lines += ["            " + ln for ln in column_pass([x])]
-        lines.append("            " + combine.format(x=names.get(x, "0") if x not in ready
-                                                     else names[x]))
+        if spill is not None and node is reductions[-1]:
+            # keep a value the output pass needs in the output buffer instead of recomputing
+            value, j_out = spill
+            lines.append(f"            o{j_out}[r, j] = {names[value]}")
+        lines.append("            " + combine.format(x=names[x]))
         k = index[id(node)]
         names[node.outputs[0]] = f"r{k}"
         lines.append(f"        r{k} = {_NP_TYPES[node.outputs[0].dtype.name]}({finish})")
         ready.add(node.outputs[0])
         done.add(id(node))
     emit_ready_row_nodes()
-    per_element = [(j, v) for j, v in enumerate(region.outputs) if not _is_row_value(v, reduced)]
     if per_element:
         lines.append("        for j in range(n):")
+        if spill is not None:
+            value, j_out = spill
+            lines.append(f"            {names[value]} = o{j_out}[r, j]")
+            ready.add(value)
         lines += ["            " + ln for ln in column_pass([v for _, v in per_element])]
         lines += [f"            o{j}[r, j] = {names[v]}" for j, v in per_element]
     lines += [f"        o{j}[r, 0] = {names[v]}" for j, v in enumerate(region.outputs)
               if _is_row_value(v, reduced)]
     return "\n".join(_HEADER + lines) + "\n"
+
+
+def _spill_choice(reductions, per_element, cone, ready):
+    """(value, output index): the deepest per-element value the last reduction's pass
+    computes that the output pass needs again, stored in an output of its dtype."""
+    if not reductions or not per_element:
+        return None
+    last_pass = {v for n in cone([reductions[-1].inputs[0]]) for v in n.outputs}
+    needed = [v for n in cone([v for _, v in per_element]) for v in n.outputs]
+    for value in reversed(needed):
+        if value in last_pass:
+            for j, out in per_element:
+                if out.dtype is value.dtype and tuple(map(str, out.shape)) == tuple(
+                        map(str, value.shape)):
+                    return value, j
+    return None
 
 
 def _inputs_of(nodes, values) -> set:

@@ -9,6 +9,19 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def _float32_from_bits(typingctx, bits):
+    """Reinterpret an int32 as the float32 with those bits (an LLVM bitcast: vectorises)."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return sig, codegen
 
 # Rational minimax approximation of tanh on [-7.9, 7.9] (the coefficients of Eigen's
 # float tanh); beyond that range float32 tanh is +-1 to the last bit.
@@ -40,5 +53,43 @@ def tanh_f32(x):
     return p / q
 
 
+# exp: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact product), a degree-6
+# polynomial for e^r (Cephes expf coefficients) and 2^n built from its exponent bits.
+_LOG2E = np.float32(1.44269504088896341)
+_LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)
+_P0, _P1, _P2 = np.float32(1.9875691500e-4), np.float32(1.3981999507e-3), \
+    np.float32(8.3334519073e-3)
+_P3, _P4, _P5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), \
+    np.float32(5.0000001201e-1)
+_EXP_HI, _EXP_LO = np.float32(88.3762626647949), np.float32(-87.3365447504019)
+
+
+@numba.njit(inline="always", fastmath=False)
+def exp_f32(x):
+    x = np.float32(x)
+    big = x > _EXP_HI
+    small = x < _EXP_LO
+    y = min(max(x, _EXP_LO), _EXP_HI)
+    n = np.float32(math_floor(y * _LOG2E + np.float32(0.5)))
+    r = y - n * _LN2_HI - n * _LN2_LO
+    p = _P0 * r + _P1
+    p = p * r + _P2
+    p = p * r + _P3
+    p = p * r + _P4
+    p = p * r + _P5
+    p = p * r * r + r + np.float32(1.0)
+    scale = _float32_from_bits(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
+    out = p * scale
+    # selects rather than branches, so the loop still vectorises
+    out = np.float32(np.inf) if big else out
+    out = np.float32(0.0) if small else out
+    return x if x != x else out  # NaN stays NaN
+
+
+@numba.njit(inline="always")
+def math_floor(v):
+    return np.floor(v)
+
+
 # math.<name> in a float32 kernel is emitted as the fast form where one exists
-FLOAT32_FORMS = {"math.tanh": "tanh_f32"}
+FLOAT32_FORMS = {"math.tanh": "tanh_f32", "math.exp": "exp_f32"}
