@@ -392,3 +392,21 @@ def test_optimizer_state_dict_from_pytorch_loads():
     assert jopt.param_groups[0]["lr"] == 0.1
     buf = jopt.state[jm.weight]["momentum_buffer"]
     np.testing.assert_allclose(buf.numpy(), sd["state"][0]["momentum_buffer"].numpy())
+
+
+def test_rnn_dropout_between_layers_only_while_training():
+    tj.manual_seed(0)
+    gru = nn.GRU(3, 4, num_layers=2, dropout=0.5)
+    x = tj.randn(5, 2, 3)
+    gru.eval()
+    a, _ = gru(x)
+    b, _ = gru(x)
+    assert tj.equal(a, b)  # no dropout in eval
+    gru.train()
+    c, _ = gru(x)
+    assert not tj.allclose(a, c)
+    one = nn.GRU(3, 4, num_layers=1, dropout=0.5)  # a single layer has nothing between layers
+    one.train()
+    d1, _ = one(x)
+    d2, _ = one(x)
+    assert tj.equal(d1, d2)
