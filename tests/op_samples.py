@@ -122,7 +122,9 @@ SAMPLES = {
     "mean": ([S(f(3, 4), dim=(1,), keepdim=False), S(f(3, 4), dim=None, keepdim=True)],
              lambda x, dim, keepdim: np.add.reduce(x, axis=dim, keepdims=keepdim)
              / (x.size / np.add.reduce(x, axis=dim, keepdims=keepdim).size), [0]),
-    "prod": ([S(pos(3, 4), dim=(1,), keepdim=False), S(pos(5), dim=None, keepdim=False)],
+    "prod": ([S(pos(3, 4), dim=(1,), keepdim=False), S(pos(5), dim=None, keepdim=False),
+              S(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), dim=(1,),
+                keepdim=True)],
              lambda x, dim, keepdim: np.multiply.reduce(x, axis=dim, keepdims=keepdim), [0]),
     "amax": ([S(f(3, 4), dim=(1,), keepdim=False), S(f(3, 4), dim=None, keepdim=False)],
              lambda x, dim, keepdim: np.maximum.reduce(x, axis=dim, keepdims=keepdim), [0]),

@@ -102,9 +102,18 @@ register("sum", REDUCE, _sum, _infer("sum"),
 register("mean", REDUCE, _mean, _infer("same"),
          lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim)
                                                        / _count(x, dim),), saves=(), expr="+")
-register("prod", REDUCE, _prod, _infer("sum"),
-         lambda g, out, x, dim=None, keepdim=False: (
-             _restore(g * out, x, dim, keepdim) / x,), saves=(0,), save_out=True, expr="*")
+def _prod_vjp(g, out, x, dim=None, keepdim=False):
+    """d prod / d x_i = product of the other elements, exact with zeros: one zero in a
+    slice gets the product of the rest, every other element of it 0 (as PyTorch)."""
+    zero = x == 0
+    zeros = F.sum(zero, dim, True)
+    safe = F.where(zero, 1, x)
+    others = F.prod(safe, dim, True)
+    grad = F.where(zeros == 0, others / safe, F.where((zeros == 1) & zero, others, 0))
+    return (_restore(g, x, dim, keepdim) * grad,)
+
+
+register("prod", REDUCE, _prod, _infer("sum"), _prod_vjp, saves=(0,), expr="*")
 register("amax", REDUCE, _amax, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
          expr="max")
 register("amin", REDUCE, _amin, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
