@@ -160,14 +160,16 @@ class OpNode(Node):
             out._rg, out.grad_fn = True, self
         result = self.op.vjp(grads[0], out, *inputs, **self.attrs)
         fixed = None
+        tracing = STATE.capture is not None  # then sizes are symbolic: compare those
         for i, gi in enumerate(result):
             m = metas[i]
             if gi is not None and m is not None:
                 d = gi._data
-                if d.shape != m[0] or d.dtype is not m[1]:  # undo broadcasting / promotion
+                shape = tuple(gi.shape) if tracing else d.shape
+                if shape != m[0] or d.dtype is not m[1]:  # undo broadcasting / promotion
                     if fixed is None:
                         fixed = list(result)
-                    if d.shape != m[0]:
+                    if shape != m[0]:
                         gi = _F.sum_to(gi, m[0])
                     if gi._data.dtype is not m[1]:
                         gi = _F.cast(gi, _from_np[m[1]])

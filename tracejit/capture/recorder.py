@@ -54,6 +54,8 @@ class Recorder:
         self.view_chains: dict = {}            # id(view) -> (base tensor, ((op, attrs), ...))
         self.input_values: dict[int, Value] = {}  # id(input tensor) -> its graph input
         self.letters: dict[str, str] = {}      # symbol -> letter, for guard descriptions
+        self.arrays: dict[int, Value] = {}     # id(ndarray) -> Value (saved outputs)
+        self.allow_backward = False            # set when tracing a backward on purpose
         self.closed = False
         self.aborted: str | None = None
         self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
@@ -127,9 +129,14 @@ class Recorder:
     def _bind(self, t: Tensor, v: Value) -> None:
         self.values[id(t)] = v
         self.keep[id(t)] = t
+        self.arrays[id(t._data)] = v
 
     def value_of(self, t: Tensor) -> Value:
         v = self.values.get(id(t))
+        if v is None:  # a backward rule re-wrapping a saved output's array
+            v = self.arrays.get(id(t._data))
+            if v is not None and v.dtype is t.dtype and len(v.shape) == t.ndim:
+                self._bind(t, v)
         if v is None:  # a tensor from outside the trace: read it at every call
             v = self.add_input(t, f"c{sum(k == 'captured' for k in self.graph.input_kinds)}",
                                "captured", symbolic=False)
@@ -177,6 +184,8 @@ class Recorder:
 
     def unsupported(self, what: str) -> None:
         """Called for things a trace cannot replay."""
+        if what.startswith("backward") and self.allow_backward:
+            return
         self.abort(f"{what} inside a traced function is not captured by tj.trace")
 
     def abort(self, reason: str) -> None:
@@ -197,6 +206,12 @@ class Recorder:
         finally:
             STATE.capture = self
         self._record(op, args, attrs, out)
+        node = out.grad_fn
+        if node is not None and not self.aborted and getattr(node, "metas", None) is not None:
+            # a backward rule traced later must see symbolic sizes, not this call's
+            node.metas = [m if m is None or not isinstance(a, Tensor) else
+                          (tuple(self.value_of(a).shape), m[1], m[2])
+                          for m, a in zip(node.metas, args)]
         if op.view and out._base is not None and not self.aborted:
             src = args[0]
             base, chain = self.view_chains.get(id(src), (src, ()))

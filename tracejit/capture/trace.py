@@ -73,16 +73,58 @@ class Trace:
         self.bindings = recorder.bindings
         self.captured = recorder.inputs[n_user_tensors:]
         self.out_spec, self.out_others = out_spec, out_others
+        self.backend = backend
         self.runner = Interpreter(self.graph, backend)
+        self._backward = None     # BackwardTrace, built at the first call recording grads
+        self._backward_failed = False
 
     def value_guards(self) -> list[Guard]:
         return [Guard(f"value of {n.attrs['kind']}() read == {_short(n.attrs['expected'])}",
                       n.source) for n in self.recorded.nodes if n.op == "guard"]
 
     def run(self, tensors: list):
-        env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
-        outs = self.runner.run(tensors, env)
+        if self.backend == "numba" and STATE.grad_enabled and not self.graph.mutations and \
+                any(t._rg for t in tensors) and not self._backward_failed:
+            from .autodiff import TracedCall
+
+            outs = TracedCall.apply(self, tensors, *[t for t in tensors if t._rg])
+            outs = list(outs) if isinstance(outs, tuple) else [outs]
+        else:
+            outs = self.run_forward(tensors)
         return unflatten(self.out_spec, outs, self.out_others)
+
+    def run_forward(self, tensors: list) -> list:
+        env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+        return self.runner.run(tensors, env)
+
+    def backward_trace(self, tensors: list):
+        """The compiled backward (built on first need), or None if it cannot be traced."""
+        if self._backward is None and not self._backward_failed:
+            from .autodiff import BackwardTrace
+
+            try:
+                self._backward = BackwardTrace(self.graph, tensors, self.backend)
+            except Exception as err:  # noqa: BLE001 — gradients then replay the forward
+                self._backward_failed = True
+                log("recompiles", f"{self.graph.name}: backward not traced ({err})")
+        return self._backward
+
+    def replay_gradients(self, tensors: list, grad_outputs: list, diff: list) -> list:
+        """Input gradients by replaying the forward through eager autograd (exact, and
+        differentiable again under create_graph)."""
+        from ..autograd import grad as autograd_grad
+        from ..autograd.grad_mode import enable_grad
+
+        create = STATE.grad_enabled
+        with enable_grad():
+            interp = Interpreter(self.graph)
+            env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+            outs = interp.run(tensors, env)
+            pairs = [(o, g) for o, g in zip(outs, grad_outputs)
+                     if o.requires_grad and g is not None]
+            return list(autograd_grad([o for o, _ in pairs], [tensors[i] for i in diff],
+                                      [g for _, g in pairs], create_graph=create,
+                                      allow_unused=True, materialize_grads=True))
 
 
 def _short(v) -> str:
@@ -263,6 +305,13 @@ class TracedFunction:
         if self._last is None:
             raise RuntimeError(f"{self.name} ran these inputs eagerly (no trace fits)")
         return self._last.graph
+
+    @property
+    def backward_graph(self):
+        """The optimised backward graph of the first trace (built by its first call that
+        records gradients on the numba backend), or None before that."""
+        bt = self.traces[0]._backward if self.traces else None
+        return bt.graph if bt is not None else None
 
     @property
     def guards(self) -> list[Guard]:
