@@ -1,81 +1,171 @@
-"""Whole-graph autodiff: the backward of a trace, as a graph compiled like the forward.
+"""Whole-graph autodiff: the backward of a trace, partitioned and compiled.
 
-The backward graph is captured by tracing: the forward graph is replayed through
-eager dispatch under a recorder, then `autograd.grad` runs the op table's vjp
-rules — which are tracejit ops — so they are recorded too. The result maps
-(inputs, output gradients) to input gradients; dead-code elimination keeps the
-forward values the gradients need, which are recomputed inside the backward
-(fused into its kernels) rather than saved. A traced call that records gradients
-runs the compiled forward and gives its outputs one backward node that runs
-this graph.
+The joint graph is captured by tracing: the forward graph is replayed through
+eager dispatch under a recorder and `autograd.grad` runs the op table's vjp
+rules — tracejit ops — so they are recorded too, with symbolic sizes. The joint
+graph is then partitioned: the forward part also returns the values the
+backward needs that are expensive to recompute (matmuls, reductions, ...),
+while cheap elementwise values are recomputed inside the backward's fused
+kernels instead of being saved. Both parts go through the pass pipeline and
+the backend like any graph. A traced call that records gradients runs the
+forward part and gives its outputs one autograd node that runs the backward
+part.
 """
 from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import STATE
 from ..backends.interpret import Interpreter
+from ..ir.graph import GUARD, Graph, Value
 from ..ir.passes import PassManager
-from ..tensor.tensor import Tensor
+from ..ops import OPS
+from ..ops.registry import ELEMENTWISE
 from .guards import EntryGuards
 from .recorder import Recorder
 
 
+def _cheap(node) -> bool:
+    """Recomputed in the backward rather than saved by the forward: elementwise ops
+    (fused into the backward's kernels) and views (free)."""
+    if node.op not in OPS:
+        return False
+    op = OPS[node.op]
+    return op.kind == ELEMENTWISE or (op.view and node.op != "getitem")
+
+
 class BackwardTrace:
-    """The backward graph of one trace, its runner and its size guards."""
+    """The partitioned joint graph of one trace: `forward` and `backward` parts."""
 
-    def __init__(self, forward, inputs: list, backend: str):
-        from ..autograd import grad as autograd_grad
-        from ..autograd.grad_mode import enable_grad
-        from ..tensor.creation import ones
-
-        rec = Recorder(forward.name + "_backward")
-        rec.allow_backward = True
-        xs = [t.detach().requires_grad_(t.requires_grad) for t in inputs]
-        for t, v in zip(xs, forward.inputs):
-            rec.add_input(t, v.name, "arg", symbolic=True)
-        self.diff = [i for i, t in enumerate(inputs) if t.requires_grad]
-        STATE.capture = rec
-        try:
-            with enable_grad():
-                # sizes stay symbolic in the replay: bind the forward's symbols to ours
-                env = {sym: rec.shape_of(xs[i])[d] for i, d, sym in _bindings(forward, xs)}
-                outs = Interpreter(forward).run(xs, env)
-                float_outs = [k for k, o in enumerate(outs) if o.is_floating_point()]
-                STATE.capture = None
-                gs = [ones(*outs[k]._data.shape, dtype=outs[k].dtype) for k in float_outs]
-                for k, g in zip(float_outs, gs):
-                    rec.add_input(g, f"grad_out{k}", "arg", symbolic=True)
-                STATE.capture = rec
-                pairs = [(outs[k], g) for k, g in zip(float_outs, gs) if outs[k].requires_grad]
-                grads = autograd_grad([o for o, _ in pairs], [xs[i] for i in self.diff],
-                                      [g for _, g in pairs], materialize_grads=True,
-                                      allow_unused=True) if pairs else []
-        finally:
-            STATE.capture = None
-        rec.closed = True
-        if rec.aborted or len(grads) != len(self.diff):
-            raise RuntimeError(f"backward of {forward.name} could not be traced: {rec.aborted}")
-        rec.graph.outputs = [rec.value_of(g) for g in grads]
-        rec.canonicalize_sizes()
-        self.recorded = rec.graph
-        self.stages = PassManager().run(rec.graph)
+    def __init__(self, forward: Graph, inputs: list, backend: str):
+        joint, out_values, self.diff, self.float_outs, rec = _trace_joint(forward, inputs)
+        n_in = len(inputs)
+        fwd_inputs = joint.inputs[:n_in]
+        grad_inputs = joint.inputs[n_in:]
+        fwd_nodes, bwd_nodes = _split(joint, grad_inputs)
+        recompute, saved = _plan(fwd_nodes, bwd_nodes, set(fwd_inputs))
+        self.forward_graph = _subgraph(joint, forward.name + "_fwd", fwd_inputs, fwd_nodes,
+                                       out_values + saved)
+        self.recorded = _subgraph(joint, forward.name + "_backward",
+                                  fwd_inputs + grad_inputs + saved, recompute + bwd_nodes,
+                                  joint.outputs)
+        self.n_outputs = len(out_values)
+        self.fwd_stages = PassManager().run(self.forward_graph)
+        self.stages = PassManager().run(self.recorded)
         self.graph = self.stages[-1][1]
-        self.float_outs = float_outs
+        self.fwd_runner = Interpreter(self.fwd_stages[-1][1], backend)
+        self.bwd_runner = Interpreter(self.graph, backend)
         self.bindings = rec.bindings
+        self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
         self.guards = EntryGuards(rec, 0, {}, [])
-        self.runner = Interpreter(self.graph, backend)
 
-    def run(self, inputs: list, grad_outputs: list) -> list | None:
+    def run_forward(self, inputs: list) -> tuple[list, list]:
+        """(outputs, values saved for the backward)."""
+        env = {sym: inputs[i]._data.shape[d] for i, d, sym in self.fwd_bindings}
+        results = self.fwd_runner.run(inputs, env)
+        return results[:self.n_outputs], results[self.n_outputs:]
+
+    def run_backward(self, inputs: list, saved: list, grad_outputs: list) -> list | None:
         """Input gradients (in `diff` order), or None if a size guard does not hold."""
-        args = list(inputs) + [grad_outputs[k] for k in self.float_outs]
-        if not self.guards.check(*args):
+        grads = [grad_outputs[k] for k in self.float_outs]
+        if not self.guards.check(*inputs, *grads):
             return None
+        args = list(inputs) + grads + list(saved)
         env = {sym: args[i]._data.shape[d] for i, d, sym in self.bindings}
-        return self.runner.run(args, env)
+        return self.bwd_runner.run(args, env)
 
 
-def _bindings(graph, tensors):
-    """(input index, dim, symbol) for every symbolic size of the graph's inputs."""
+def _trace_joint(forward: Graph, inputs: list):
+    from ..autograd import grad as autograd_grad
+    from ..autograd.grad_mode import enable_grad
+    from ..tensor.creation import ones
+
+    rec = Recorder(forward.name + "_joint")
+    rec.allow_backward = True
+    xs = [t.detach().requires_grad_(t.requires_grad) for t in inputs]
+    for t, v in zip(xs, forward.inputs):
+        rec.add_input(t, v.name, "arg", symbolic=True)
+    diff = [i for i, t in enumerate(inputs) if t.requires_grad]
+    STATE.capture = rec
+    try:
+        with enable_grad():
+            # sizes stay symbolic in the replay: bind the forward's symbols to ours
+            env = {sym: rec.shape_of(xs[i])[d] for i, d, sym in _bindings(forward)}
+            outs = Interpreter(forward).run(xs, env)
+            float_outs = [k for k, o in enumerate(outs) if o.is_floating_point()]
+            STATE.capture = None
+            gs = [ones(*outs[k]._data.shape, dtype=outs[k].dtype) for k in float_outs]
+            for k, g in zip(float_outs, gs):
+                rec.add_input(g, f"grad_out{k}", "arg", symbolic=True)
+            STATE.capture = rec
+            pairs = [(outs[k], g) for k, g in zip(float_outs, gs) if outs[k].requires_grad]
+            grads = autograd_grad([o for o, _ in pairs], [xs[i] for i in diff],
+                                  [g for _, g in pairs], materialize_grads=True,
+                                  allow_unused=True) if pairs else []
+    finally:
+        STATE.capture = None
+    rec.closed = True
+    if rec.aborted or len(grads) != len(diff):
+        raise RuntimeError(f"backward of {forward.name} could not be traced: {rec.aborted}")
+    out_values = [rec.value_of(o) for o in outs]
+    rec.graph.outputs = [rec.value_of(g) for g in grads]
+    rec.canonicalize_sizes()
+    return rec.graph, out_values, diff, float_outs, rec
+
+
+def _split(joint: Graph, grad_inputs: list):
+    """Nodes that do not depend on the output gradients (the forward part) and the rest."""
+    tainted = set(grad_inputs)
+    fwd, bwd = [], []
+    for node in joint.nodes:
+        if any(isinstance(x, Value) and x in tainted for x in node.inputs):
+            tainted.update(node.outputs)
+            bwd.append(node)
+        else:
+            fwd.append(node)
+    return fwd, bwd
+
+
+def _plan(fwd_nodes, bwd_nodes, inputs: set):
+    """(forward nodes the backward recomputes, forward values it needs saved)."""
+    producer = {v: n for n in fwd_nodes for v in n.outputs}
+    recompute, saved, seen = {}, {}, set()
+    stack = [x for n in bwd_nodes for x in n.inputs if isinstance(x, Value)]
+    while stack:
+        v = stack.pop()
+        if v in seen or v in inputs or v not in producer:
+            continue
+        seen.add(v)
+        node = producer[v]
+        if _cheap(node) and node.op != GUARD:
+            recompute[id(node)] = node
+            stack += [x for x in node.inputs if isinstance(x, Value)]
+        else:
+            saved[v] = None
+    order = {id(n): i for i, n in enumerate(fwd_nodes)}
+    return sorted(recompute.values(), key=lambda n: order[id(n)]), list(saved)
+
+
+def _subgraph(src: Graph, name: str, inputs: list, nodes: list, outputs: list) -> Graph:
+    """A graph over `inputs` running `nodes` (in order) and returning `outputs`."""
+    g = Graph(name, made_by="autodiff", symbols=dict(src.symbols))
+    mapping = {}
+    for v in inputs:
+        nv = Value(v.dtype, v.shape, None, v.name or f"saved{len(g.inputs)}")
+        g.inputs.append(nv)
+        g.input_kinds.append("arg")
+        mapping[v] = nv
+    for node in nodes:
+        new = g.add_node(node.op, [mapping.get(x, x) if isinstance(x, Value) else x
+                                   for x in node.inputs], node.attrs,
+                         [(v.dtype, v.shape) for v in node.outputs], node.source)
+        new.grad_mode, new.regions = node.grad_mode, node.regions
+        mapping.update(zip(node.outputs, new.outputs))
+    g.outputs = [mapping[v] for v in outputs]
+    return g
+
+
+def _bindings(graph):
+    """(input index, dim, symbol) for every plain-symbol size of the graph's inputs."""
     from ..ir.symbolic import SymInt
 
     out = []
@@ -92,23 +182,18 @@ class TracedCall(Function):
     """One traced call as one autograd node: compiled forward, compiled backward."""
 
     @staticmethod
-    def forward(ctx, trace, inputs, *diff_inputs):
-        outs = trace.run_forward(inputs)
-        ctx.trace, ctx.inputs = trace, inputs
+    def forward(ctx, bt, trace, inputs, *diff_inputs):
+        outs, saved = bt.run_forward(inputs)
+        ctx.bt, ctx.trace, ctx.inputs, ctx.saved = bt, trace, inputs, saved
         ctx.mark_non_differentiable(*[o for o in outs if not o.is_floating_point()])
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        trace, inputs = ctx.trace, ctx.inputs
-        bt = trace.backward_trace(inputs)
+        bt, inputs = ctx.bt, ctx.inputs
         grads = None
-        if not STATE.grad_enabled and bt is not None:  # create_graph replays instead
-            grads = bt.run(inputs, list(grad_outputs))
+        if not STATE.grad_enabled:  # create_graph replays instead, differentiably
+            grads = bt.run_backward(inputs, ctx.saved, list(grad_outputs))
         if grads is None:
-            grads = trace.replay_gradients(inputs, list(grad_outputs), bt.diff if bt else
-                                           [i for i, t in enumerate(inputs) if t.requires_grad])
-        return (None, None) + tuple(grads)
-
-
-__all__ = ["BackwardTrace", "TracedCall", "Tensor"]
+            grads = ctx.trace.replay_gradients(inputs, list(grad_outputs), bt.diff)
+        return (None, None, None) + tuple(grads)

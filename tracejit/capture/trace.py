@@ -83,11 +83,14 @@ class Trace:
                       n.source) for n in self.recorded.nodes if n.op == "guard"]
 
     def run(self, tensors: list):
+        bt = None
         if self.backend == "numba" and STATE.grad_enabled and not self.graph.mutations and \
-                any(t._rg for t in tensors) and not self._backward_failed:
+                any(t._rg for t in tensors):
+            bt = self.backward_trace(tensors)
+        if bt is not None:
             from .autodiff import TracedCall
 
-            outs = TracedCall.apply(self, tensors, *[t for t in tensors if t._rg])
+            outs = TracedCall.apply(bt, self, tensors, *[t for t in tensors if t._rg])
             outs = list(outs) if isinstance(outs, tuple) else [outs]
         else:
             outs = self.run_forward(tensors)
