@@ -43,6 +43,7 @@ def test_compiled_backward_matches_eager_for_new_sizes(name):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=2e-5, atol=2e-6)
     assert traced.stats["compiles"] == 1
+    assert traced.stats["backward_kernels"] == 2 and traced.stats["backward_replays"] == 0
     bg = traced.backward_graph
     assert bg is not None and "fused" in str(bg) and "f32[B," in str(bg)
 
@@ -72,6 +73,7 @@ def test_double_backward_through_a_compiled_call_replays_exactly():
     (h2,) = tj.autograd.grad(g2.sum(), x)
     np.testing.assert_allclose(g.detach().numpy(), g2.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(h.numpy(), h2.numpy(), rtol=1e-6)
+    assert traced.stats["backward_replays"] == 1
 
 
 def test_traces_that_update_inputs_keep_the_interpreted_autograd_path():

@@ -8,9 +8,11 @@ on the interpreter after one warning: results are never wrong.
 """
 from __future__ import annotations
 
+import os
 import re
 import warnings
 
+import numba
 import numpy as np
 
 from ..ir.graph import Graph, Value
@@ -18,6 +20,12 @@ from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
 from ..runtime.kernel_cache import load_module
 from .scalar_math import FLOAT32_FORMS
+
+# Numba's OpenMP layer keeps its threads spinning after a parallel loop, which starves
+# the BLAS threads of the matmuls between kernels (measured: 2.6x slower MLP matmuls on
+# 2 cores). The workqueue layer sleeps instead. A user's NUMBA_THREADING_LAYER wins.
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    numba.config.THREADING_LAYER = "workqueue"
 
 _NP_TYPES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64",
              "float16": "np.float16", "float32": "np.float32", "float64": "np.float64"}

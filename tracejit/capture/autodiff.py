@@ -56,7 +56,7 @@ class BackwardTrace:
         self.bwd_runner = Interpreter(self.graph, backend)
         self.bindings = rec.bindings
         self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
-        self.guards = EntryGuards(rec, 0, {}, [])
+        self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False)  # sizes and types only
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""
@@ -192,8 +192,12 @@ class TracedCall(Function):
     def backward(ctx, *grad_outputs):
         bt, inputs = ctx.bt, ctx.inputs
         grads = None
+        stats = ctx.trace.stats
         if not STATE.grad_enabled:  # create_graph replays instead, differentiably
             grads = bt.run_backward(inputs, ctx.saved, list(grad_outputs))
         if grads is None:
             grads = ctx.trace.replay_gradients(inputs, list(grad_outputs), bt.diff)
+            stats["backward_replays"] = stats.get("backward_replays", 0) + 1
+        else:
+            stats["backward_kernels"] = stats.get("backward_kernels", 0) + 1
         return (None, None, None) + tuple(grads)

@@ -28,7 +28,8 @@ class Guard:
 
 
 class EntryGuards:
-    def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list):
+    def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list,
+                 grad_mode: bool = True):
         self.guards: list[Guard] = []
         self.checks: list[tuple[str, Guard]] = []   # (python condition, guard)
         ns = {"Tensor": Tensor, "MISSING": MISSING}
@@ -50,8 +51,9 @@ class EntryGuards:
                     self._add(lines, f"{d}.shape[{dim}] == {size}",
                               Guard(f"{label}.shape[{dim}] == {size}"))
         ns["STATE"] = STATE
-        self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
-                  Guard(f"grad mode is {'enabled' if recorder.grad_mode else 'disabled'}"))
+        if grad_mode:
+            self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
+                      Guard(f"grad mode is {'enabled' if recorder.grad_mode else 'disabled'}"))
         for index, dim, sym in recorder.bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         for g in recorder.shape_guards.values():

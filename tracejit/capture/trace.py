@@ -76,6 +76,7 @@ class Trace:
         self.backend = backend
         self.runner = Interpreter(self.graph, backend)
         self._backward = None     # BackwardTrace, built at the first call recording grads
+        self.stats: dict = {}     # the owning TracedFunction's stats (set by it)
         self._backward_failed = False
 
     def value_guards(self) -> list[Guard]:
@@ -154,7 +155,8 @@ class TracedFunction:
         self.budget = budget
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.traces: list[Trace] = []
-        self.stats = {"compiles": 0, "guard_failures": 0, "cache_hits": 0, "eager_fallbacks": 0}
+        self.stats = {"compiles": 0, "guard_failures": 0, "cache_hits": 0, "eager_fallbacks": 0,
+                      "backward_kernels": 0, "backward_replays": 0}
         self.events: list[str] = []
         self._miss_counts: Counter = Counter()
         self._warned = False
@@ -268,6 +270,7 @@ class TracedFunction:
         guards = EntryGuards(rec, len(others), dict(enumerate(others)), self._pyreads())
         trace = Trace(rec, guards, out_spec, out_others, len(tensors) + len(
             self._param_inputs()), self._backend_name())
+        trace.stats = self.stats
         self.traces.append(trace)
         self._last = trace
         self.stats["compiles"] += 1
