@@ -329,6 +329,10 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
             op.inplace(*_arrays(op, args), **attrs)
         except Exception as err:  # noqa: BLE001
             _explain(op, args, attrs, err)
+    elif not record and type(op.impl) is np.ufunc and not attrs and _writes_in_place(
+            op, target, others):
+        old_data = target._data  # a ufunc writes straight into the target (no temporary)
+        op.impl(*_arrays(op, args), out=target._data)
     else:
         result = apply_no_record(op, args, attrs)
         _check_inplace_result(op, target, result)
@@ -338,6 +342,21 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     if record:
         _rebase_history(op, target, old_data, others, attrs, pre_version)
     return target
+
+
+def _writes_in_place(op, target: Tensor, others) -> bool:
+    """The op's result has exactly the target's dtype and shape (so `out=` is exact)."""
+    d = target._data
+    for o in others:
+        if isinstance(o, Tensor):
+            if o._data.dtype is not d.dtype or o._data.ndim > d.ndim:
+                return False
+        elif not (type(o) is float and d.dtype.kind == "f"):
+            return False
+    ct = _compute_dtype(op, (target,) + others)
+    return ct is not None and ct.np is d.dtype and \
+        np.broadcast_shapes(d.shape, *[o._data.shape for o in others
+                                       if isinstance(o, Tensor)]) == d.shape
 
 
 def apply_no_record(op, args, attrs) -> np.ndarray:
