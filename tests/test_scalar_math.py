@@ -2,7 +2,7 @@
 import numba
 import numpy as np
 
-from tracejit.backends.scalar_math import exp_f32, tanh_f32
+from tracejit.backends.scalar_math import erf_f32, exp_f32, log_f32, tanh_f32
 
 
 @numba.njit
@@ -42,3 +42,43 @@ def test_exp_f32_error_over_the_float32_range():
     _apply_exp(edge, out)
     assert out[0] == np.inf and out[1] == 0.0 and out[2] == np.inf and out[3] == 0.0
     assert np.isnan(out[4])
+
+
+@numba.njit
+def _apply_log(x, out):
+    for i in range(x.shape[0]):
+        out[i] = log_f32(x[i])
+
+
+@numba.njit
+def _apply_erf(x, out):
+    for i in range(x.shape[0]):
+        out[i] = erf_f32(x[i])
+
+
+def test_log_f32_error_over_the_float32_range():
+    x = np.concatenate([np.geomspace(1e-44, 3e38, 2000001), np.linspace(0.5, 2, 200001)])
+    x = x.astype(np.float32)
+    x = x[x > 0]
+    out = np.empty_like(x)
+    _apply_log(x, out)
+    exact = np.log(x.astype(np.float64))
+    err = np.abs(out - exact) / np.maximum(np.abs(exact), 1.0)  # relative, absolute near 1
+    assert err.max() < 2e-7 * 4, err.max()
+    edge = np.array([0.0, -1.0, np.inf, np.nan, 1.0], np.float32)
+    out = np.empty_like(edge)
+    _apply_log(edge, out)
+    assert out[0] == -np.inf and np.isnan(out[1]) and out[2] == np.inf and np.isnan(out[3])
+    assert out[4] == 0.0
+
+
+def test_erf_f32_error_over_the_float32_range():
+    import math
+
+    x = np.concatenate([np.linspace(-6, 6, 200001), np.geomspace(1e-30, 6, 20001),
+                        -np.geomspace(1e-30, 6, 20001)]).astype(np.float32)
+    out = np.empty_like(x)
+    _apply_erf(x, out)
+    exact = np.array([math.erf(float(v)) for v in x])
+    err = np.abs(out - exact) / np.maximum(np.abs(exact), 1e-30)
+    assert err.max() < 1e-6, err.max()

@@ -53,6 +53,16 @@ def tanh_f32(x):
     return p / q
 
 
+@intrinsic
+def _bits_from_float32(typingctx, x):
+    """The int32 with the bits of a float32 (an LLVM bitcast)."""
+    sig = types.int32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return sig, codegen
+
+
 # exp: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact product), a degree-6
 # polynomial for e^r (Cephes expf coefficients) and 2^n built from its exponent bits.
 _LOG2E = np.float32(1.44269504088896341)
@@ -91,5 +101,71 @@ def math_floor(v):
     return np.floor(v)
 
 
+# log: x = m 2^e with m in [sqrt(1/2), sqrt(2)) read from the bits, then a degree-9
+# polynomial in m - 1 (Cephes logf coefficients).
+_L = [np.float32(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
+                              -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                              2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)]
+_L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8 = _L
+_SQRT_HALF = np.float32(0.707106781186547524)
+_TINY = np.float32(1.17549435e-38)
+_TWO23 = np.float32(8388608.0)
+
+
+@numba.njit(inline="always", fastmath=False)
+def log_f32(x):
+    x = np.float32(x)
+    sub = x < _TINY  # denormals: scale into the normal range first
+    y = x * _TWO23 if sub else x
+    bits = _bits_from_float32(y)
+    e = np.float32(((bits >> np.int32(23)) & np.int32(0xFF)) - np.int32(126))
+    e = e - np.float32(23.0) if sub else e
+    m = _float32_from_bits((bits & np.int32(-2139095041)) | np.int32(0x3F000000))
+    low = m < _SQRT_HALF
+    e = e - np.float32(1.0) if low else e
+    m = (m + m - np.float32(1.0)) if low else (m - np.float32(1.0))
+    z = m * m
+    p = _L0 * m + _L1
+    p = p * m + _L2
+    p = p * m + _L3
+    p = p * m + _L4
+    p = p * m + _L5
+    p = p * m + _L6
+    p = p * m + _L7
+    p = p * m + _L8
+    r = m * z * p
+    r = r + _LN2_LO * e
+    r = r - np.float32(0.5) * z
+    out = m + r + _LN2_HI * e
+    out = np.float32(-np.inf) if x == np.float32(0.0) else out
+    out = np.float32(np.nan) if x < np.float32(0.0) else out
+    out = x if (x != x or x == np.float32(np.inf)) else out
+    return out
+
+
+# erf: an odd Taylor polynomial near 0 (where relative error matters), elsewhere
+# 1 - t(a1 + ... + a5 t^4) exp(-x^2) with t = 1 / (1 + p|x|) (Abramowitz & Stegun 7.1.26)
+_E2_SQRT_PI = np.float32(1.1283791670955126)
+_EP = np.float32(0.3275911)
+_EA1, _EA2, _EA3 = np.float32(0.254829592), np.float32(-0.284496736), np.float32(1.421413741)
+_EA4, _EA5 = np.float32(-1.453152027), np.float32(1.061405429)
+
+
+@numba.njit(inline="always", fastmath=False)
+def erf_f32(x):
+    x = np.float32(x)
+    a = abs(x)
+    x2 = x * x
+    series = x * _E2_SQRT_PI * (np.float32(1.0) + x2 * (np.float32(-1.0 / 3) + x2 * (
+        np.float32(0.1) + x2 * (np.float32(-1.0 / 42) + x2 * (np.float32(1.0 / 216) + x2 * (
+            np.float32(-1.0 / 1320)))))))
+    t = np.float32(1.0) / (np.float32(1.0) + _EP * a)
+    poly = t * (_EA1 + t * (_EA2 + t * (_EA3 + t * (_EA4 + t * _EA5))))
+    tail = np.float32(1.0) - poly * exp_f32(-x2)
+    tail = tail if x >= np.float32(0.0) else -tail
+    return series if a < np.float32(0.5) else tail
+
+
 # math.<name> in a float32 kernel is emitted as the fast form where one exists
-FLOAT32_FORMS = {"math.tanh": "tanh_f32", "math.exp": "exp_f32"}
+FLOAT32_FORMS = {"math.tanh": "tanh_f32", "math.exp": "exp_f32", "math.log": "log_f32",
+                 "math.erf": "erf_f32"}
