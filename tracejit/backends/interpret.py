@@ -63,8 +63,8 @@ class _Region:
         self.backend = backend
         self.kernel = self._UNSET if backend == "numba" else None
 
-    def run(self, inputs: list, env: dict) -> list:
-        if self.kernel is not None and not (STATE.grad_enabled and any(
+    def run(self, inputs: list, env: dict, record: bool = True) -> list:
+        if self.kernel is not None and not (record and STATE.grad_enabled and any(
                 getattr(t, "_rg", False) for t in inputs)):
             if self.kernel is self._UNSET:
                 from .numba_cpu import compile_region
@@ -76,7 +76,7 @@ class _Region:
 
                 arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
                 return [Tensor._make(a) for a in self.kernel(arrays)]
-        return self.interpreter.run(inputs, env)
+        return self.interpreter.run(inputs, env, record)
 
 
 class Interpreter:
@@ -126,28 +126,32 @@ class Interpreter:
         self.outputs = [slot[v] for v in graph.outputs]
         self.mutations = [(slot[t], slot[v]) for t, v in graph.mutations]
 
-    def run(self, inputs: list, env: dict) -> list:
-        """Run with `inputs` bound to the graph inputs and size symbols bound in `env`."""
+    def run(self, inputs: list, env: dict, record: bool = True) -> list:
+        """Run with `inputs` bound to the graph inputs and size symbols bound in `env`.
+
+        With record=False nothing is recorded for autograd whatever grad mode the ops
+        were traced under (the compiled-autograd path owns the gradients)."""
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
         caller_mode = STATE.grad_enabled
         try:
-            self._run(vals, env)
+            self._run(vals, env, record)
         finally:
             STATE.grad_enabled = caller_mode
         for target, value in self.mutations:  # every guard passed: now commit
             apply_inplace(OPS.setitem, vals[target], vals[value], index=(Ellipsis,))
         return [vals[i] for i in self.outputs]
 
-    def _run(self, vals: list, env: dict) -> None:
+    def _run(self, vals: list, env: dict, record: bool = True) -> None:
         for kind, node, op, reads, attrs, out in self.steps:
             if kind == "guard":
                 ok, seen = _guard_holds(node.attrs["kind"], node.attrs["expected"], vals[op])
                 if not ok:
                     raise GuardMiss(node, seen)
                 continue
-            STATE.grad_enabled = node.grad_mode
+            STATE.grad_enabled = node.grad_mode and record
             if kind == "region":
-                results = op.run([vals[r] if r is not None else c for r, c in reads], env)
+                results = op.run([vals[r] if r is not None else c for r, c in reads], env,
+                                 record)
                 for i, v in zip(out, results):
                     vals[i] = v
                 continue

@@ -61,7 +61,7 @@ class BackwardTrace:
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""
         env = {sym: inputs[i]._data.shape[d] for i, d, sym in self.fwd_bindings}
-        results = self.fwd_runner.run(inputs, env)
+        results = self.fwd_runner.run(inputs, env, record=False)
         return results[:self.n_outputs], results[self.n_outputs:]
 
     def run_backward(self, inputs: list, saved: list, grad_outputs: list) -> list | None:
@@ -71,7 +71,7 @@ class BackwardTrace:
             return None
         args = list(inputs) + grads + list(saved)
         env = {sym: args[i]._data.shape[d] for i, d, sym in self.bindings}
-        return self.bwd_runner.run(args, env)
+        return self.bwd_runner.run(args, env, record=False)
 
 
 def _trace_joint(forward: Graph, inputs: list):
