@@ -116,10 +116,28 @@ def generate_row(region: Graph) -> str:
             stack += [x for x in node.inputs if isinstance(x, Value) and x not in ready]
         return [n for n in region.nodes if id(n) in need]
 
+    reciprocals: dict = {}  # row value -> name of its reciprocal, computed once per row
+    before_loop: list = []  # lines column_pass asks for ahead of its loop
+
     def column_pass(values) -> list:
         body = [f"a{i} = i{i}[r, j]" for i, v in enumerate(region.inputs)
                 if not row_inputs[i] and v in _inputs_of(cone(values), values)]
         for node in cone(values):
+            divisor = node.inputs[1] if node.op == "div" and len(node.inputs) == 2 else None
+            if isinstance(divisor, Value) and divisor in ready and \
+                    node.outputs[0].dtype.category == 2 and isinstance(node.inputs[0], Value):
+                # dividing by a per-row value: multiply by its reciprocal, as PyTorch's
+                # softmax does (one division per row instead of one per element)
+                if divisor not in reciprocals:
+                    reciprocals[divisor] = f"inv_{names[divisor]}"
+                    before_loop.append(f"        inv_{names[divisor]} = "
+                                       f"{_NP_TYPES[divisor.dtype.name]}(1) / "
+                                       f"{names[divisor]}")
+                k = index[id(node)]
+                names[node.outputs[0]] = f"r{k}"
+                body.append(f"r{k} = {_NP_TYPES[node.outputs[0].dtype.name]}("
+                            f"{names[node.inputs[0]]} * {reciprocals[divisor]})")
+                continue
             body.append(_node_line(index[id(node)], node, names))
         return body
 
@@ -144,8 +162,11 @@ def generate_row(region: Graph) -> str:
         acc_type = "np.float64" if node.outputs[0].dtype.category == 2 and \
             node.op in ("sum", "mean") else _NP_TYPES[node.outputs[0].dtype.name]
         lines.append(f"        acc = {acc_type}({init})")
+        body = column_pass([x])
+        lines += before_loop
+        before_loop.clear()
         lines.append("        for j in range(n):")
-        lines += ["            " + ln for ln in column_pass([x])]
+        lines += ["            " + ln for ln in body]
         if spill is not None and node is reductions[-1]:
             # keep a value the output pass needs in the output buffer instead of recomputing
             value, j_out = spill
@@ -158,12 +179,16 @@ def generate_row(region: Graph) -> str:
         done.add(id(node))
     emit_ready_row_nodes()
     if per_element:
-        lines.append("        for j in range(n):")
+        load = []
         if spill is not None:
             value, j_out = spill
-            lines.append(f"            {names[value]} = o{j_out}[r, j]")
+            load.append(f"            {names[value]} = o{j_out}[r, j]")
             ready.add(value)
-        lines += ["            " + ln for ln in column_pass([v for _, v in per_element])]
+        body = column_pass([v for _, v in per_element])
+        lines += before_loop
+        lines.append("        for j in range(n):")
+        lines += load
+        lines += ["            " + ln for ln in body]
         lines += [f"            o{j}[r, j] = {names[v]}" for j, v in per_element]
     lines += [f"        o{j}[r, 0] = {names[v]}" for j, v in enumerate(region.outputs)
               if _is_row_value(v, reduced)]
