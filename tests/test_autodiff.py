@@ -85,3 +85,27 @@ def test_traces_that_update_inputs_keep_the_interpreted_autograd_path():
     x, buf = tj.ones(2, requires_grad=True), tj.zeros(2)
     traced(x, buf).backward()
     assert x.grad.tolist() == [1.0, 1.0] and buf.tolist() == [1.0, 1.0]
+
+
+def test_modifying_an_input_before_backward_is_an_error_as_in_eager():
+    traced = tj.trace(lambda x, w: (x * w).sum(), (tj.ones(3), tj.ones(3, requires_grad=True)),
+                      backend="numba")
+    x, w = tj.ones(3), tj.ones(3, requires_grad=True)
+    out = traced(x, w)
+    x.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
+
+
+def test_second_backward_needs_retain_graph():
+    traced = tj.trace(lambda x: (x * x).sum(), (tj.ones(3, requires_grad=True),),
+                      backend="numba")
+    x = tj.ones(3, requires_grad=True)
+    out = traced(x)
+    out.backward(retain_graph=True)
+    out.backward()
+    assert x.grad.tolist() == [4.0, 4.0, 4.0]
+    out = traced(x)
+    out.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        out.backward()

@@ -184,13 +184,14 @@ class TracedCall(Function):
     @staticmethod
     def forward(ctx, bt, trace, inputs, *diff_inputs):
         outs, saved = bt.run_forward(inputs)
-        ctx.bt, ctx.trace, ctx.inputs, ctx.saved = bt, trace, inputs, saved
+        ctx.save_for_backward(*inputs)  # version-checked: in-place changes before backward raise
+        ctx.bt, ctx.trace, ctx.saved = bt, trace, saved
         ctx.mark_non_differentiable(*[o for o in outs if not o.is_floating_point()])
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        bt, inputs = ctx.bt, ctx.inputs
+        bt, inputs = ctx.bt, list(ctx.saved_tensors)
         grads = None
         stats = ctx.trace.stats
         if not STATE.grad_enabled:  # create_graph replays instead, differentiably
