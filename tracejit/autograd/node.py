@@ -157,7 +157,8 @@ class OpNode(Node):
         out = None
         if self.out_data is not None:
             out = _make(self.out_data)
-            out._rg, out.grad_fn = True, self
+            if STATE.grad_enabled:  # create_graph: the output keeps its place in the graph
+                out._rg, out.grad_fn = True, self
         result = self.op.vjp(grads[0], out, *inputs, **self.attrs)
         fixed = None
         tracing = STATE.capture is not None  # then sizes are symbolic: compare those

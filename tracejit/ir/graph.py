@@ -31,6 +31,8 @@ class Value:
     def requires_grad(self) -> bool:  # shape rules may ask
         return False
 
+    _rg = False
+
 
 @dataclass(eq=False)
 class Node:

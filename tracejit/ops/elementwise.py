@@ -16,7 +16,8 @@ F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are load
 
 
 def needs_grad(x) -> bool:
-    return getattr(x, "requires_grad", False)
+    """Whether the gradient for input x is wanted (False for Python scalars)."""
+    return getattr(x, "_rg", False)
 
 
 def _unary(name, impl, expr, vjp=None, rule=FLOAT, saves=(0,), save_out=False, **kw):

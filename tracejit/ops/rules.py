@@ -13,12 +13,16 @@ from .registry import AVal, COMPARE, FLOAT, LOGICAL
 class Meta:
     """Shape/dtype stand-in for an input a backward rule needs only the type of."""
 
-    __slots__ = ("shape", "dtype", "requires_grad")
+    __slots__ = ("shape", "dtype", "_rg")
 
     def __init__(self, shape, dtype, requires_grad=False):
         self.shape = shape
         self.dtype = dtype
-        self.requires_grad = requires_grad
+        self._rg = requires_grad
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
 
     @property
     def ndim(self) -> int:
