@@ -16,6 +16,9 @@ def test_demo_figures():
     np.testing.assert_allclose(out["function"]["grad"], [np.exp(-1.0), 1.0, 1.0], rtol=1e-6)
     assert out["higher_order"] == {"d1": 32.0, "d2": 48.0, "d3": 48.0}
     assert out["training"]["last"] < 0.2 * out["training"]["first"]
+    traced = out["traced"]
+    assert traced["same"] and traced["compiles"] == 1
+    assert traced["nodes_after"] < traced["nodes_before"]
 
 
 def test_cli_demo_runs():
