@@ -245,11 +245,12 @@ def generate(region: Graph) -> str:
     ins = [f"i{j}" for j in range(len(region.inputs))]
     params = ", ".join(outs + ins)
 
-    def kernel(name: str, index: str, loops: list) -> list:
+    def kernel(name: str, index: str, loops: list, input_index=None) -> list:
         lines = ["@numba.njit(parallel=True, cache=CACHE)", f"def {name}({params}):"]
         lines += ["    " + ln for ln in loops]
         indent = "    " * (1 + len(loops))
-        lines += [f"{indent}a{j} = i{j}[{index}]" for j in range(len(ins))]
+        lines += [f"{indent}a{j} = i{j}[{input_index[j] if input_index else index}]"
+                  for j in range(len(ins))]
         lines += [indent + ln for ln in body]
         lines += [f"{indent}o{j}[{index}] = {names[v]}" for j, v in enumerate(region.outputs)]
         return lines
@@ -260,9 +261,22 @@ def generate(region: Graph) -> str:
     for d in range(rank):
         rng = "numba.prange" if d == 0 else "range"
         loops.append("    " * d + f"for i{d}_ in {rng}(o0.shape[{d}]):")
-    nd = kernel("nd", idx, loops) if rank else []
+    # each input is read at its own broadcast position (a bias [C] at [i1_]), so the
+    # arrays are passed as they are and the inner loop stays contiguous
+    nd = kernel("nd", idx, loops, [_broadcast_index(v, rank) for v in region.inputs]) \
+        if rank else []
     return "\n".join(_HEADER + flat + [""] + _serial_twin(flat) + [""] + nd + [""] +
                      _serial_twin(nd)) + "\n"
+
+
+def _broadcast_index(v: Value, rank: int) -> str:
+    """Index expression reading input `v` inside a rank-`rank` loop nest."""
+    if len(v.shape) > rank:
+        raise Unsupported("an input has more dimensions than the outputs")
+    offset = rank - len(v.shape)
+    parts = ["0" if (isinstance(size, int) and size == 1) else f"i{offset + k}_"
+             for k, size in enumerate(v.shape)]
+    return ", ".join(parts) if parts else "()"
 
 
 class RegionKernel:
@@ -285,7 +299,7 @@ class RegionKernel:
                    *[np.ascontiguousarray(a).reshape(-1) for a in arrays])
         else:
             kernel = self.module.nd_serial if small else self.module.nd
-            kernel(*outs, *[np.broadcast_to(a, shape) for a in arrays])
+            kernel(*outs, *arrays)
         return outs
 
 
