@@ -88,12 +88,16 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     """
     if STATE.capture is not None:
         STATE.capture.unsupported("backward()/autograd.grad()")
-    buffers: dict = {}
-    for (node, nr), g in zip(roots, root_grads):
-        buf = buffers.setdefault(node, [None] * node.num_outputs)
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
+    if len(roots) == 1 and roots[0][0].num_outputs == 1:  # the common loss.backward()
+        root_nodes = [roots[0][0]]
+        buffers: dict = {root_nodes[0]: [root_grads[0]]}
+    else:
+        buffers = {}
+        for (node, nr), g in zip(roots, root_grads):
+            buf = buffers.setdefault(node, [None] * node.num_outputs)
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+        root_nodes = list(dict.fromkeys(n for n, _ in roots))
     targets = None if capture is None else {n for n, _ in capture}
-    root_nodes = list(dict.fromkeys(n for n, _ in roots))
     deps, needed = _discover(root_nodes, targets if not accumulate else None)
     results = [None] * (len(capture) if capture else 0)
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]

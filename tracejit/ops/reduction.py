@@ -73,11 +73,10 @@ def _infer(kind):
 
 
 def _restore(g, x, dim, keepdim):
-    """Bring a reduced gradient back to x's shape (unsqueeze the reduced dims, expand)."""
+    """Bring a reduced gradient back to x's shape (unsqueeze the reduced dims, expand).
+    A full reduction's 0-d gradient expands directly."""
     if not keepdim and dim is not None:
         g = F.reshape(g, reduced_shape(tuple(x.shape), dim, True))
-    elif not keepdim:
-        g = F.reshape(g, (1,) * x.ndim)
     return F.expand(g, tuple(x.shape))
 
 
