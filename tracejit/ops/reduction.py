@@ -77,7 +77,7 @@ def _restore(g, x, dim, keepdim):
     A full reduction's 0-d gradient expands directly."""
     if not keepdim and dim is not None:
         g = F.reshape(g, reduced_shape(tuple(x.shape), dim, True))
-    return F.expand(g, tuple(x.shape))
+    return F.expand_to(g, tuple(x.shape))
 
 
 def _count(x, dim) -> int:

@@ -133,7 +133,7 @@ register("squeeze", SHAPE, lambda x, dims: np.squeeze(x, axis=dims), _infer_sque
 register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqueeze,
          lambda g, out, x, dim: (F.squeeze(g, dim),), view=True)
 register("sum_to", REDUCE, _sum_to, _infer_sum_to,
-         lambda g, out, x, shape: (F.expand(g, tuple(x.shape)),), expr="+")
+         lambda g, out, x, shape: (F.expand_to(g, tuple(x.shape)),), expr="+")
 register("cat", SHAPE, _cat, _infer_cat, _cat_vjp, arity=-1)
 register("detach", SHAPE, lambda x: x.view(), _same, view=True)
 register("clone", ELEMENTWISE, lambda x: np.array(x, copy=True), _same,

@@ -415,6 +415,13 @@ def expand(input, *sizes):
     return apply(OPS.expand, input, shape=sizes)
 
 
+def expand_to(input, shape: tuple):
+    """`expand` to a full target shape, without -1 handling (for gradient rules)."""
+    if tuple(input.shape) == shape:
+        return input
+    return apply(OPS.expand, input, shape=shape)
+
+
 def expand_as(input, other):
     return expand(input, tuple(other.shape))
 
