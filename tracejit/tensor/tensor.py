@@ -326,6 +326,13 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see tj.autograd.backward)."""
+        fn = self.grad_fn
+        if gradient is None and inputs is None and fn is not None and self._data.size == 1:
+            # loss.backward(): the common case, without the general argument handling
+            d = self._data
+            _autograd.run_backward([(fn, self._output_nr)], [_make(np.ones(d.shape, d.dtype))],
+                                   bool(retain_graph) or create_graph, create_graph)
+            return
         _autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ---- printing --------------------------------------------------------------------------
