@@ -75,7 +75,7 @@ class _Region:
                 from ..tensor.tensor import Tensor
 
                 arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
-                return [Tensor._make(a) for a in self.kernel(arrays)]
+                return [Tensor._make(a) for a in self.kernel(arrays, env)]
         return self.interpreter.run(inputs, env, record)
 
 

@@ -38,7 +38,29 @@ class Unsupported(Exception):
     """The region is outside what this generator emits (it is interpreted instead)."""
 
 
+def size_params(region: Graph) -> list:
+    """The distinct size expressions (SymInt sources) a region uses as numbers; each
+    becomes a kernel parameter z0, z1, ... evaluated per call."""
+    from ..ir.symbolic import SymInt
+
+    seen: dict = {}
+    for node in region.nodes:
+        for x in node.inputs:
+            if isinstance(x, SymInt):
+                seen.setdefault(x.source(), f"z{len(seen)}")
+    return list(seen.items())
+
+
+_SIZE_NAMES: dict = {}  # source -> parameter name, for the region being generated
+
+
 def _literal(x) -> str:
+    from ..ir.symbolic import SymInt
+
+    if isinstance(x, SymInt):
+        if x.source() not in _SIZE_NAMES:
+            raise Unsupported(f"size {x.source()} is not a kernel parameter")
+        return _SIZE_NAMES[x.source()]
     if isinstance(x, bool):
         return "True" if x else "False"
     if isinstance(x, (int, float)):
@@ -48,7 +70,7 @@ def _literal(x) -> str:
 
 def _node_line(k: int, node, names: dict) -> str:
     """`rK = <dtype>(<expr>)` for one elementwise node; records its name in `names`."""
-    if node.op == "detach":
+    if node.op in ("detach", "expand"):  # identities on the element being computed
         expr_src = "{0}"
     else:
         op = OPS[node.op] if node.op in OPS else None
@@ -86,6 +108,12 @@ def _is_row_value(v, reduced: set) -> bool:
 
 
 def generate_row(region: Graph) -> str:
+    _SIZE_NAMES.clear()
+    _SIZE_NAMES.update(size_params(region))
+    return _generate_row(region)
+
+
+def _generate_row(region: Graph) -> str:
     """A row kernel: per row (in parallel), each reduction over the last dimension is one
     pass over the row that recomputes the elementwise ops it needs; then one pass writes
     the per-element outputs."""
@@ -98,7 +126,7 @@ def generate_row(region: Graph) -> str:
     ins = [f"i{j}" for j in range(len(region.inputs))]
     # reassociation lets LLVM vectorise the accumulations; NaN/inf semantics are kept
     lines = ["@numba.njit(parallel=True, cache=CACHE, fastmath={'reassoc', 'contract'})",
-             f"def row(rows, n, {', '.join(outs + ins)}):",
+             f"def row(rows, n, {', '.join(outs + ins + [z for _, z in size_params(region)])}):",
              "    for r in numba.prange(rows):"]
     lines += [f"        a{i} = i{i}[r, 0]" for i, is_row in enumerate(row_inputs) if is_row]
     ready = {v for v, is_row in zip(region.inputs, row_inputs) if is_row}
@@ -232,41 +260,60 @@ def _inputs_of(nodes, values) -> set:
 
 def generate(region: Graph) -> str:
     """Python source of a module with `flat` (1-D, contiguous) and `nd` kernels."""
+    _SIZE_NAMES.clear()
+    _SIZE_NAMES.update(size_params(region))
     if not region.outputs:
         raise Unsupported("no outputs")
-    rank = len(region.outputs[0].shape)
-    shape_src = [str(d) for d in region.outputs[0].shape]
-    for v in region.outputs:
-        if [str(d) for d in v.shape] != shape_src:
-            raise Unsupported("outputs of different shapes")
+    # the loop nest covers the largest value; smaller outputs (a [B,1] next to [B,T])
+    # are written at their own broadcast index, each time with the same value
+    rank = max(len(v.shape) for v in region.outputs + region.inputs)
+    full_outputs = all(len(v.shape) == rank and not any(
+        isinstance(d, int) and d == 1 for d in v.shape) for v in region.outputs)
     names = {v: f"a{i}" for i, v in enumerate(region.inputs)}
     body = [_node_line(k, node, names) for k, node in enumerate(region.nodes)]
     outs = [f"o{j}" for j in range(len(region.outputs))]
     ins = [f"i{j}" for j in range(len(region.inputs))]
-    params = ", ".join(outs + ins)
+    params = ", ".join(outs + ins + [z for _, z in size_params(region)])
 
-    def kernel(name: str, index: str, loops: list, input_index=None) -> list:
+    def kernel(name: str, index: str, loops: list, input_index=None, output_index=None):
         lines = ["@numba.njit(parallel=True, cache=CACHE)", f"def {name}({params}):"]
         lines += ["    " + ln for ln in loops]
         indent = "    " * (1 + len(loops))
         lines += [f"{indent}a{j} = i{j}[{input_index[j] if input_index else index}]"
                   for j in range(len(ins))]
         lines += [indent + ln for ln in body]
-        lines += [f"{indent}o{j}[{index}] = {names[v]}" for j, v in enumerate(region.outputs)]
+        for j, v in enumerate(region.outputs):
+            target = f"o{j}[{output_index[j] if output_index else index}]"
+            first = _first_only(v, rank) if output_index else ""
+            # a smaller output is stored once per element, not once per broadcast copy
+            lines.append(f"{indent}if {first}: {target} = {names[v]}" if first else
+                         f"{indent}{target} = {names[v]}")
         return lines
 
-    flat = kernel("flat", "i", ["for i in numba.prange(o0.shape[0]):"])
+    flat = kernel("flat", "i", ["for i in numba.prange(o0.shape[0]):"]) if full_outputs \
+        else []
     idx = ", ".join(f"i{d}_" for d in range(rank)) or "()"
     loops = []
     for d in range(rank):
         rng = "numba.prange" if d == 0 else "range"
-        loops.append("    " * d + f"for i{d}_ in {rng}(o0.shape[{d}]):")
+        loops.append("    " * d + f"for i{d}_ in {rng}(shape[{d}]):")
     # each input is read at its own broadcast position (a bias [C] at [i1_]), so the
     # arrays are passed as they are and the inner loop stays contiguous
-    nd = kernel("nd", idx, loops, [_broadcast_index(v, rank) for v in region.inputs]) \
-        if rank else []
+    nd = kernel("nd", idx, loops, [_broadcast_index(v, rank) for v in region.inputs],
+                [_broadcast_index(v, rank) for v in region.outputs]) if rank else []
+    if nd:
+        nd[1] = nd[1].replace("):", ", shape):")
     return "\n".join(_HEADER + flat + [""] + _serial_twin(flat) + [""] + nd + [""] +
                      _serial_twin(nd)) + "\n"
+
+
+def _first_only(v: Value, rank: int) -> str:
+    """Condition under which a loop iteration stores output `v` (smaller than the loop)."""
+    offset = rank - len(v.shape)
+    skipped = [f"i{d}_ == 0" for d in range(offset)]
+    skipped += [f"i{offset + k}_ == 0" for k, size in enumerate(v.shape)
+                if isinstance(size, int) and size == 1]
+    return " and ".join(skipped)
 
 
 def _broadcast_index(v: Value, rank: int) -> str:
@@ -279,6 +326,22 @@ def _broadcast_index(v: Value, rank: int) -> str:
     return ", ".join(parts) if parts else "()"
 
 
+def _size_codes(region: Graph) -> list:
+    return [compile(src, "<size>", "eval") for src, _ in size_params(region)]
+
+
+def _shape_codes(v: Value) -> list:
+    """Per dimension of v: an int, or the compiled expression of a symbolic size."""
+    from ..ir.symbolic import SymInt
+
+    return [compile(d.source(), "<size>", "eval") if isinstance(d, SymInt) else d
+            for d in v.shape]
+
+
+def _concrete(codes: list, env: dict) -> tuple:
+    return tuple(d if isinstance(d, int) else eval(d, {}, env) for d in codes)  # noqa: S307
+
+
 class RegionKernel:
     """A compiled elementwise region: call with the region's input arrays."""
 
@@ -286,20 +349,27 @@ class RegionKernel:
         self.region = region
         self.source = generate(region)
         self.module = load_module(self.source, "region")
+        self.out_shapes = [_shape_codes(v) for v in region.outputs]
         self.out_dtypes = [v.dtype.np for v in region.outputs]
+        self.sizes = _size_codes(region)
+        self.has_flat = hasattr(self.module, "flat")
 
-    def __call__(self, arrays: list) -> list:
+    def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
-        shape = np.broadcast_shapes(*[a.shape for a in arrays]) if arrays else ()
-        outs = [np.empty(shape, d) for d in self.out_dtypes]
-        small = outs[0].size < SERIAL_BELOW
-        if all(a.shape == shape and a.flags.c_contiguous for a in arrays) or not shape:
+        env = env or {}
+        zs = [eval(code, {}, env) for code in self.sizes]  # noqa: S307 — ours
+        out_shapes = [_concrete(codes, env) for codes in self.out_shapes]
+        shape = np.broadcast_shapes(*out_shapes, *[a.shape for a in arrays])
+        outs = [np.empty(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
+        small = int(np.prod(shape)) < SERIAL_BELOW
+        if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
+                                               for a in arrays)):
             kernel = self.module.flat_serial if small else self.module.flat
             kernel(*[o.reshape(-1) for o in outs],
-                   *[np.ascontiguousarray(a).reshape(-1) for a in arrays])
+                   *[np.ascontiguousarray(a).reshape(-1) for a in arrays], *zs)
         else:
             kernel = self.module.nd_serial if small else self.module.nd
-            kernel(*outs, *arrays)
+            kernel(*outs, *arrays, *zs, shape)
         return outs
 
 
@@ -311,20 +381,26 @@ class RowKernel:
         self.source = generate_row(region)
         self.module = load_module(self.source, "row")
         reduced = {n.outputs[0] for n in region.nodes if n.op in _REDUCE}
+        self.sizes = _size_codes(region)
+        self.frame = [_shape_codes(v) for v in region.outputs + region.inputs
+                      if v not in reduced]
         self.row_inputs = [_is_row_value(v, reduced) for v in region.inputs]
         self.outputs = [(v.dtype.np, _is_row_value(v, reduced), len(v.shape))
                         for v in region.outputs]
 
-    def __call__(self, arrays: list) -> list:
+    def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
-        full = np.broadcast_shapes(*[a.shape for a in arrays])
+        env = env or {}
+        zs = [eval(code, {}, env) for code in self.sizes]  # noqa: S307 — ours
+        full = np.broadcast_shapes(*[a.shape for a in arrays],
+                                   *[_concrete(codes, env) for codes in self.frame])
         lead, n = full[:-1], full[-1]
         rows = int(np.prod(lead)) if lead else 1
         ins = [np.broadcast_to(a, lead + ((1,) if is_row else (n,))).reshape(
             rows, 1 if is_row else n) for a, is_row in zip(arrays, self.row_inputs)]
         outs = [np.empty((rows, 1 if is_row else n), d) for d, is_row, _ in self.outputs]
         kernel = self.module.row_serial if rows * n < SERIAL_BELOW else self.module.row
-        kernel(rows, n, *outs, *ins)
+        kernel(rows, n, *outs, *ins, *zs)
         return [o.reshape(lead + ((n,) if not is_row else (1,) if rank == len(full) else ()))
                 for o, (_, is_row, rank) in zip(outs, self.outputs)]
 

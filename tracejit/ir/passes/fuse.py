@@ -16,8 +16,13 @@ from .rewrite import Builder
 REDUCTIONS = ("sum", "mean", "amax", "amin")
 
 
+# ops that are the identity on each element a kernel reads: detach (kernels run only when
+# no gradient is recorded) and expand (kernels read every input at its broadcast index)
+VALUE_IDENTITIES = ("detach", "expand")
+
+
 def _elementwise(node) -> bool:
-    if node.op == "detach":  # a no-op on values; kernels run only when no gradient is recorded
+    if node.op in VALUE_IDENTITIES:
         return True
     return node.op in OPS and OPS[node.op].kind == ELEMENTWISE and OPS[node.op].expr is not None
 
