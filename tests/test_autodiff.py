@@ -109,3 +109,14 @@ def test_second_backward_needs_retain_graph():
     out.backward()
     with pytest.raises(RuntimeError, match="retain_graph=True"):
         out.backward()
+
+
+def test_leaf_gradients_never_alias_each_other_or_the_incoming_gradient():
+    traced = tj.trace(lambda x, y: x + y, (tj.ones(3, requires_grad=True),
+                                           tj.ones(3, requires_grad=True)), backend="numba")
+    x, y = tj.ones(3, requires_grad=True), tj.ones(3, requires_grad=True)
+    g = tj.tensor([1.0, 2.0, 3.0])
+    traced(x, y).backward(g)
+    x.grad.mul_(10)
+    assert y.grad.tolist() == [1.0, 2.0, 3.0] and g.tolist() == [1.0, 2.0, 3.0]
+    assert x.grad.tolist() == [10.0, 20.0, 30.0]

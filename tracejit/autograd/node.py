@@ -211,7 +211,9 @@ class AccumulateGrad(Node):
         if STATE.grad_enabled:  # create_graph: the gradient keeps its history
             var._grad = g if var.grad is None else var.grad + g
         elif var.grad is None:
-            var._grad = _make(g._data.copy())  # never alias an array another leaf may hold
+            # never alias an array another leaf may hold, unless nothing else holds it
+            var._grad = _make(g._data if type(g).__name__ == "FreshTensor" else
+                              g._data.copy())
         else:
             var._grad = _make(var._grad._data + g._data)
         return ()

@@ -178,6 +178,25 @@ def _bindings(graph):
     return out
 
 
+def _mark_fresh(grads: list, others: list) -> None:
+    """Mark gradients whose arrays the backward made and nobody else holds, so leaves can
+    keep them without a copy."""
+    from ..tensor.tensor import FreshTensor, Tensor
+
+    taken = {id(t._data) for t in others if isinstance(t, Tensor)}
+    taken |= {id(t._data.base) for t in others if isinstance(t, Tensor) and
+              t._data.base is not None}
+    owners = [id(g._data.base if g._data.base is not None else g._data) for g in grads
+              if isinstance(g, Tensor)]
+    for g in grads:
+        if type(g) is not Tensor or g.grad_fn is not None:
+            continue
+        d = g._data
+        owner = d.base if d.base is not None else d  # a detach() view of a kernel result
+        if owner.base is None and id(owner) not in taken and owners.count(id(owner)) == 1:
+            g.__class__ = FreshTensor
+
+
 class TracedCall(Function):
     """One traced call as one autograd node: compiled forward, compiled backward."""
 
@@ -201,4 +220,5 @@ class TracedCall(Function):
             stats["backward_replays"] = stats.get("backward_replays", 0) + 1
         else:
             stats["backward_kernels"] = stats.get("backward_kernels", 0) + 1
+            _mark_fresh(grads, list(inputs) + list(grad_outputs) + list(ctx.saved))
         return (None, None, None) + tuple(grads)

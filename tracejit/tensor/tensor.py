@@ -345,6 +345,13 @@ class Tensor:
         return repr(self)
 
 
+class FreshTensor(Tensor):
+    """A gradient whose array nothing else holds (a compiled backward's own result):
+    AccumulateGrad may keep it as `.grad` without copying."""
+
+    __slots__ = ()
+
+
 def format_tensor(t: Tensor) -> str:
     """`tensor([1., 2.], requires_grad=True)` like PyTorch."""
     a = t._data

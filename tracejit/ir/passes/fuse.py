@@ -28,11 +28,21 @@ def _elementwise(node) -> bool:
 
 
 def _row_reduction(node) -> bool:
-    """A reduction over the last dimension only: it fuses into a row kernel."""
-    if node.op not in REDUCTIONS or not isinstance(node.inputs[0], Value):
+    """A reduction over the last dimension only: it fuses into a row kernel. That
+    includes `sum_to` a shape that differs only by a last dimension of 1 (gradients
+    of row broadcasts)."""
+    from .rewrite import same_dim
+
+    if not node.inputs or not isinstance(node.inputs[0], Value):
         return False
-    rank = len(node.inputs[0].shape)
-    return rank > 0 and node.attrs.get("dim") == (rank - 1,)
+    shape = node.inputs[0].shape
+    if node.op == "sum_to":
+        target = node.attrs["shape"]
+        return len(target) == len(shape) > 0 and target[-1] == 1 and \
+            not (isinstance(shape[-1], int) and shape[-1] == 1) and \
+            all(same_dim(a, b) for a, b in zip(target[:-1], shape[:-1]))
+    return node.op in REDUCTIONS and len(shape) > 0 and node.attrs.get("dim") == (
+        len(shape) - 1,)
 
 
 def _fits_frame(values, frame) -> bool:
@@ -162,7 +172,7 @@ def fuse(graph: Graph) -> Graph:
                 kinds[chosen] = "row"
                 frames.setdefault(chosen, (tuple(n.inputs[0].shape[:-1]),
                                            n.inputs[0].shape[-1]))
-                if not n.attrs.get("keepdim"):
+                if not n.attrs.get("keepdim") and n.op != "sum_to":
                     terminal.add(n.outputs[0])
     group_of = {k: find(g) for k, g in group_of.items()}
     for g in groups:  # members in graph order
