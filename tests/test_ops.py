@@ -75,14 +75,17 @@ def test_shape_rule_matches_impl(name, i):
     assert aval.dtype is out.dtype
 
 
-@pytest.mark.parametrize("name,i", [(n, i) for n, i in CASES if SAMPLES[n][2]])
-def test_vjp_matches_finite_differences(name, i):
+def _differentiable_case(name, i):
+    """(op, attrs, inputs with requires_grad set, positions differentiated)."""
     samples, _, diff = SAMPLES[name]
     s = samples[i]
-    attrs = _attrs(name, s)
     diff = [d for d in diff if isinstance(s.args[d], np.ndarray)]
-    inputs = _inputs(s, requires_grad=diff)
-    op = OPS[name]
+    return OPS[name], _attrs(name, s), _inputs(s, requires_grad=diff), diff
+
+
+@pytest.mark.parametrize("name,i", [(n, i) for n, i in CASES if SAMPLES[n][2]])
+def test_vjp_matches_finite_differences(name, i):
+    op, attrs, inputs, diff = _differentiable_case(name, i)
     assert op.vjp is not None
 
     def fn(*xs):
@@ -102,12 +105,7 @@ SECOND_ORDER_KNOWN_GAPS = {("prod", 2)}
                                     and (n, i) not in SECOND_ORDER_KNOWN_GAPS])
 def test_second_order_vjp_matches_finite_differences(name, i):
     """The vjp rules are tracejit ops, so differentiating them again must be right too."""
-    samples, _, diff = SAMPLES[name]
-    s = samples[i]
-    attrs = _attrs(name, s)
-    diff = [d for d in diff if isinstance(s.args[d], np.ndarray)]
-    inputs = _inputs(s, requires_grad=diff)
-    op = OPS[name]
+    op, attrs, inputs, diff = _differentiable_case(name, i)
     out = apply(op, *inputs, **attrs)
     v = tj.tensor(np.random.default_rng(i).uniform(-1, 1, tuple(out.shape)), requires_grad=True)
     diff_inputs = [inputs[d] for d in diff]

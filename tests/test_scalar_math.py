@@ -5,10 +5,17 @@ import numpy as np
 from tracejit.backends.scalar_math import erf_f32, exp_f32, log_f32, tanh_f32
 
 
-@numba.njit
-def _apply_tanh(x, out):
-    for i in range(x.shape[0]):
-        out[i] = tanh_f32(x[i])
+def _elementwise(fn):
+    """A compiled loop applying the scalar form `fn` to every element."""
+    @numba.njit
+    def apply(x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+    return apply
+
+
+_apply_tanh, _apply_exp = _elementwise(tanh_f32), _elementwise(exp_f32)
+_apply_log, _apply_erf = _elementwise(log_f32), _elementwise(erf_f32)
 
 
 def test_tanh_f32_error_over_the_float32_range():
@@ -21,12 +28,6 @@ def test_tanh_f32_error_over_the_float32_range():
     rel = np.abs(out - exact) / np.maximum(np.abs(exact), np.finfo(np.float32).tiny)
     assert rel.max() < 1e-6, rel.max()
     assert out.dtype == np.float32 and np.all(np.abs(out) <= 1)
-
-
-@numba.njit
-def _apply_exp(x, out):
-    for i in range(x.shape[0]):
-        out[i] = exp_f32(x[i])
 
 
 def test_exp_f32_error_over_the_float32_range():
@@ -42,18 +43,6 @@ def test_exp_f32_error_over_the_float32_range():
     _apply_exp(edge, out)
     assert out[0] == np.inf and out[1] == 0.0 and out[2] == np.inf and out[3] == 0.0
     assert np.isnan(out[4])
-
-
-@numba.njit
-def _apply_log(x, out):
-    for i in range(x.shape[0]):
-        out[i] = log_f32(x[i])
-
-
-@numba.njit
-def _apply_erf(x, out):
-    for i in range(x.shape[0]):
-        out[i] = erf_f32(x[i])
 
 
 def test_log_f32_error_over_the_float32_range():

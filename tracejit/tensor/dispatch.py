@@ -271,16 +271,7 @@ def _record_binary(op, x: Tensor, y, out: Tensor) -> Node:
             versions.append(_version_of(x))
         if plan[1]:
             versions.append(_version_of(y))
-    out_data = None
-    if op.save_out:
-        versions.append(_version_of(out))
-        out_data = out._data
-    node = (op.node_cls or node_class(op))(edges, saved, versions, _NO_ATTRS, metas, out_data)
-    if STATE.anomaly:
-        node.extras().where = (op.name, user_frame())
-    out._rg = True
-    out.grad_fn = node
-    return node
+    return _finish_node(op, out, edges, saved, versions, _NO_ATTRS, metas)
 
 
 _NO_EDGE = (None, 0)
