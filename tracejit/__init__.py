@@ -40,7 +40,9 @@ multiply, divide, subtract, true_divide, absolute = mul, div, sub, div, abs
 
 # numpy's floating-point warnings from inside tracejit's own kernels (log(0) = -inf,
 # 0/0 = nan) are results, as in PyTorch, not problems to report
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.|$)")
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.|$)",
+                         message=r"(divide by zero|invalid value|overflow|underflow) "
+                                 r"encountered")
 
 
 def dtype_from_name(name: str) -> dtype:
