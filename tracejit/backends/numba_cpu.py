@@ -15,6 +15,7 @@ import warnings
 import numba
 import numpy as np
 
+from ..tensor.dispatch import user_stacklevel
 from ..ir.graph import Graph, Value
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
@@ -421,5 +422,5 @@ def compile_region(region: Graph, label: str, kind: str = "elementwise"):
             warnings.warn(f"tracejit: Numba could not compile the fused region {label}; it "
                           f"runs on the interpreter ({type(err).__name__}: "
                           f"{str(err).splitlines()[0] if str(err) else ''})", RuntimeWarning,
-                          stacklevel=3)
+                          stacklevel=user_stacklevel())
         return None

@@ -15,6 +15,7 @@ from collections import Counter
 
 from ..autograd.grad_mode import STATE
 from ..backends.interpret import GuardMiss, Interpreter
+from ..tensor.dispatch import user_stacklevel
 from ..tensor.tensor import Tensor
 from .guards import EntryGuards, Guard
 from .pyvalues import function_reads, module_reads
@@ -237,7 +238,7 @@ class TracedFunction:
                    + (f" (at {where})" if where else ""))
         self.events.append(msg)
         log("recompiles", msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
 
     def _trace_call(self, args, kwargs, reason: str):
         """Run the call eagerly while recording it; keep the new trace."""

@@ -45,7 +45,9 @@ def cache_dir() -> Path | None:
 def _warn_once(root, message: str) -> None:
     if str(root) not in _warned_unsafe:
         _warned_unsafe.add(str(root))
-        warnings.warn(message, RuntimeWarning, stacklevel=4)
+        from ..tensor.dispatch import user_stacklevel
+
+        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
 
 
 def source_key(source: str) -> str:

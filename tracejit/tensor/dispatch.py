@@ -277,6 +277,15 @@ def _record_binary(op, x: Tensor, y, out: Tensor) -> Node:
 _NO_EDGE = (None, 0)
 
 
+def user_stacklevel() -> int:
+    """The `stacklevel` that attributes a warning to the first caller outside tracejit
+    (call it in the argument list of warnings.warn)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f, level = f.f_back, level + 1
+    return level
+
+
 def user_frame() -> str:
     """file:line of the innermost caller outside the tracejit package."""
     f = sys._getframe(1)
