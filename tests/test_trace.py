@@ -329,6 +329,7 @@ def test_budget_exhausted_falls_back_to_eager_with_one_warning():
     assert len(budget) == 1
     msg = str(budget[0].message)
     assert "read by item()" in msg and "test_trace.py" in msg
+    assert budget[0].filename == __file__  # attributed to the caller's line
     assert tf.stats["compiles"] == 3 and tf.stats["eager_fallbacks"] == 6
 
 
