@@ -111,12 +111,15 @@ def test_second_backward_needs_retain_graph():
         out.backward()
 
 
-def test_leaf_gradients_never_alias_each_other_or_the_incoming_gradient():
-    traced = tj.trace(lambda x, y: x + y, (tj.ones(3, requires_grad=True),
-                                           tj.ones(3, requires_grad=True)), backend="numba")
-    x, y = tj.ones(3, requires_grad=True), tj.ones(3, requires_grad=True)
-    g = tj.tensor([1.0, 2.0, 3.0])
+@pytest.mark.parametrize("n", [3, 70_000])  # small gradients are copied, large ones kept
+def test_leaf_gradients_never_alias_each_other_or_the_incoming_gradient(n):
+    traced = tj.trace(lambda x, y: (x + y) * 1.5, (tj.ones(3, requires_grad=True),
+                                                   tj.ones(3, requires_grad=True)),
+                      backend="numba")
+    x, y = tj.ones(n, requires_grad=True), tj.ones(n, requires_grad=True)
+    g = tj.arange(float(n))
     traced(x, y).backward(g)
     x.grad.mul_(10)
-    assert y.grad.tolist() == [1.0, 2.0, 3.0] and g.tolist() == [1.0, 2.0, 3.0]
-    assert x.grad.tolist() == [10.0, 20.0, 30.0]
+    np.testing.assert_allclose(y.grad.numpy(), 1.5 * np.arange(n))
+    np.testing.assert_allclose(g.numpy(), np.arange(n))
+    np.testing.assert_allclose(x.grad.numpy(), 15 * np.arange(n))

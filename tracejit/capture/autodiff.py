@@ -178,11 +178,16 @@ def _bindings(graph):
     return out
 
 
+FRESH_MIN_SIZE = 1 << 16
+
+
 def _mark_fresh(grads: list, others: list) -> None:
     """Mark gradients whose arrays the backward made and nobody else holds, so leaves can
     keep them without a copy."""
     from ..tensor.tensor import FreshTensor, Tensor
 
+    if not any(isinstance(g, Tensor) and g._data.size >= FRESH_MIN_SIZE for g in grads):
+        return  # copying small gradients costs less than proving they are unshared
     taken = {id(t._data) for t in others if isinstance(t, Tensor)}
     taken |= {id(t._data.base) for t in others if isinstance(t, Tensor) and
               t._data.base is not None}
