@@ -153,6 +153,7 @@ ROW_PROGRAMS = {
     "layer_norm": lambda x, w: tj.nn.functional.layer_norm(x, (x.shape[-1],), w, w * 0.5),
     "sum_of_squares": lambda x, w: ((x - w) * (x - w)).sum(-1),
     "max_and_mean": lambda x, w: x.amax(-1, keepdim=True) - (x * w).mean(-1, keepdim=True),
+    "prod_and_min": lambda x, w: (x * 0.5 + w).prod(-1) + x.amin(-1),
 }
 
 

@@ -100,7 +100,7 @@ register("sum", REDUCE, _sum, _infer("sum"),
          expr="+")
 register("mean", REDUCE, _mean, _infer("same"),
          lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim)
-                                                       / _count(x, dim),), saves=(), expr="+")
+                                                       / _count(x, dim),), saves=(), expr="+/n")
 def _prod_vjp(g, out, x, dim=None, keepdim=False):
     """d prod / d x_i = product of the other elements, exact with zeros: one zero in a
     slice gets the product of the rest, every other element of it 0 (as PyTorch)."""

@@ -50,7 +50,9 @@ class OpDef:
         not save arrive as shape/dtype-only stand-ins; `out` is None unless
         `save_out`.
     expr                                    scalar expression for elementwise
-        code generators, inputs as {0}, {1}, ...
+        code generators, inputs as {0}, {1}, ... ("{0}" for view ops that are
+        the identity on the element a kernel reads: detach, expand); for
+        reductions the combining operation: "+", "+/n" (mean), "*", "max", "min"
     saves / save_out                        which inputs (and whether the output)
         the vjp reads: these are kept alive and version-checked
     """

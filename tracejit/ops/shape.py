@@ -127,7 +127,7 @@ register("permute", SHAPE, lambda x, dims: np.transpose(x, dims), _infer_permute
 register("transpose", SHAPE, lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1), _infer_transpose,
          lambda g, out, x, dim0, dim1: (F.transpose(g, dim0, dim1),), view=True)
 register("expand", SHAPE, lambda x, shape: np.broadcast_to(x, shape), _infer_expand,
-         lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True)
+         lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True, expr="{0}")
 register("squeeze", SHAPE, lambda x, dims: np.squeeze(x, axis=dims), _infer_squeeze,
          lambda g, out, x, dims: (F.reshape(g, tuple(x.shape)),), view=True)
 register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqueeze,
@@ -135,6 +135,6 @@ register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqu
 register("sum_to", REDUCE, _sum_to, _infer_sum_to,
          lambda g, out, x, shape: (F.expand_to(g, tuple(x.shape)),), expr="+")
 register("cat", SHAPE, _cat, _infer_cat, _cat_vjp, arity=-1)
-register("detach", SHAPE, lambda x: x.view(), _same, view=True)
+register("detach", SHAPE, lambda x: x.view(), _same, view=True, expr="{0}")
 register("clone", ELEMENTWISE, lambda x: np.array(x, copy=True), _same,
          lambda g, out, x: (g,), expr="{0}", dtype_rule="cast")

@@ -9,22 +9,21 @@ graph's notes (shown by `.explain()`).
 from __future__ import annotations
 
 from ...ops import OPS
-from ...ops.registry import ELEMENTWISE
+from ...ops.registry import ELEMENTWISE, REDUCE, SHAPE
 from ..graph import FUSED, Graph, Value
 from .rewrite import Builder
 
-REDUCTIONS = ("sum", "mean", "amax", "amin")
-
-
-# ops that are the identity on each element a kernel reads: detach (kernels run only when
-# no gradient is recorded) and expand (kernels read every input at its broadcast index)
-VALUE_IDENTITIES = ("detach", "expand")
 
 
 def _elementwise(node) -> bool:
-    if node.op in VALUE_IDENTITIES:
-        return True
-    return node.op in OPS and OPS[node.op].kind == ELEMENTWISE and OPS[node.op].expr is not None
+    """An op a kernel computes per element: elementwise ops with a scalar expression, and
+    view ops the table marks as element identities (expr "{0}": detach, since kernels
+    run only when no gradient is recorded; expand, since kernels read every input at its
+    broadcast index)."""
+    op = OPS[node.op] if node.op in OPS else None
+    if op is None or op.expr is None:
+        return False
+    return op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == "{0}")
 
 
 def _row_reduction(node) -> bool:
@@ -41,8 +40,9 @@ def _row_reduction(node) -> bool:
         return len(target) == len(shape) > 0 and target[-1] == 1 and \
             not (isinstance(shape[-1], int) and shape[-1] == 1) and \
             all(same_dim(a, b) for a, b in zip(target[:-1], shape[:-1]))
-    return node.op in REDUCTIONS and len(shape) > 0 and node.attrs.get("dim") == (
-        len(shape) - 1,)
+    op = OPS[node.op] if node.op in OPS else None
+    return op is not None and op.kind == REDUCE and op.expr is not None and \
+        len(shape) > 0 and node.attrs.get("dim") == (len(shape) - 1,)
 
 
 def _fits_frame(values, frame) -> bool:
@@ -65,7 +65,7 @@ def _fits_frame(values, frame) -> bool:
 def _why_not(node) -> str:
     if node.op == "guard":
         return "a guard reads a value in the middle"
-    if node.op in REDUCTIONS:
+    if node.op in OPS and OPS[node.op].kind == REDUCE and "dim" in node.attrs:
         return f"{node.op} reduces over {node.attrs.get('dim')}, not only the last dimension"
     if node.op in OPS:
         op = OPS[node.op]
