@@ -111,7 +111,7 @@ def _infer_where(cond, a, b):
 
 # ---- unary -------------------------------------------------------------------------------
 _unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=(),
-       meta_inputs=False)
+       meta_inputs=False, involution=True)
 _unary("abs", np.abs, "abs({0})", lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
 _unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True,
        meta_inputs=False)
@@ -143,19 +143,21 @@ register("clamp", ELEMENTWISE, _clamp, _infer_clamp,
          saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"))
 register("cast", ELEMENTWISE, _cast, _infer_cast,
          lambda g, out, x, dtype: (F.cast(g, x.dtype),), saves=(), expr="{0}",
-         dtype_rule="cast", arity=1, grad_name="ToCopyBackward0")
+         dtype_rule="cast", arity=1, grad_name="ToCopyBackward0", noop="same_type")
 
 # ---- binary ------------------------------------------------------------------------------
-_binary("add", np.add, "({0} + {1})", lambda g, out, x, y: (g, g), saves=(), meta_inputs=False)
+_binary("add", np.add, "({0} + {1})", lambda g, out, x, y: (g, g), saves=(), meta_inputs=False,
+        right_identity=0, left_identity=0)
 _binary("sub", np.subtract, "({0} - {1})",
-        lambda g, out, x, y: (g, -g if needs_grad(y) else None), saves=())
+        lambda g, out, x, y: (g, -g if needs_grad(y) else None), saves=(), right_identity=0)
 _binary("mul", np.multiply, "({0} * {1})",
         lambda g, out, x, y: (g * y if needs_grad(x) else None,
-                              g * x if needs_grad(y) else None), save_when={0: (1,), 1: (0,)})
+                              g * x if needs_grad(y) else None), save_when={0: (1,), 1: (0,)},
+        right_identity=1, left_identity=1)
 _binary("div", np.true_divide, "({0} / {1})",
         lambda g, out, x, y: (g / y if needs_grad(x) else None,
                               -(g * x) / (y * y) if needs_grad(y) else None), rule=FLOAT,
-        save_when={0: (1,), 1: (0, 1)})
+        save_when={0: (1,), 1: (0, 1)}, right_identity=1)
 
 
 def _pow_vjp(g, out, x, y):
@@ -165,7 +167,7 @@ def _pow_vjp(g, out, x, y):
 
 
 _binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True,
-        save_when={0: (0, 1), 1: (0,)})
+        save_when={0: (0, 1), 1: (0,)}, right_identity=1)
 _binary("maximum", np.maximum, "max({0}, {1})",
         lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
 _binary("minimum", np.minimum, "min({0}, {1})",

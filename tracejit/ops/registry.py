@@ -72,6 +72,12 @@ class OpDef:
                                    # only when one of those requires grad (as PyTorch does)
     meta_inputs: bool = True     # vjp reads shape/dtype/requires_grad of unsaved inputs
     promote_attrs: tuple = ()    # scalar attributes that take part in type promotion
+    # algebraic facts the simplifier uses
+    right_identity: float | None = None  # op(x, c) == x for this scalar c (x + 0, x * 1)
+    left_identity: float | None = None   # op(c, x) == x (0 + x, 1 * x)
+    involution: bool = False     # op(op(x)) == x with the same attributes (neg, transpose)
+    noop: object = None          # "same_type": a no-op when the output type equals the
+                                 # input's; or attrs -> bool (permute by identity dims)
     view: bool = False           # result may alias the first input's memory
     data_dependent: bool = False  # output size depends on input values (shape rule: None)
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back

@@ -3,40 +3,35 @@ change nothing, transposes that cancel. A rewrite applies only when the result h
 exactly the type of the value it is replaced by (no broadcasting or promotion lost)."""
 from __future__ import annotations
 
+from ...ops import OPS
 from ..graph import Graph, Value
 from .rewrite import Builder, same_type
 
-_IDENTITY_RIGHT = {"add": 0, "sub": 0, "mul": 1, "div": 1, "pow": 1}
-_IDENTITY_LEFT = {"add": 0, "mul": 1}
+def _is_scalar(c, value) -> bool:
+    return value is not None and not isinstance(c, Value) and type(c) in (int, float) and \
+        c == value
 
 
 def _forward(node, inputs, producers):
-    """The value `node` can be replaced by, or None."""
-    out = node.outputs[0]
-    op = node.op
-    if op in _IDENTITY_RIGHT and len(inputs) == 2:
-        x, c = inputs
-        if not isinstance(c, Value) and type(c) in (int, float) and c == _IDENTITY_RIGHT[op] \
-                and isinstance(x, Value) and same_type(x, out):
-            return x
-        c, x = inputs
-        if op in _IDENTITY_LEFT and not isinstance(c, Value) and type(c) in (int, float) and \
-                c == _IDENTITY_LEFT[op] and isinstance(x, Value) and same_type(x, out):
-            return x
-    if op == "neg":
+    """The value `node` can be replaced by, or None (rules: the op table's algebraic
+    facts: identities, involutions and no-ops)."""
+    if node.op not in OPS:
+        return None
+    op, out = OPS[node.op], node.outputs[0]
+    candidate = None
+    if len(inputs) == 2:
+        if _is_scalar(inputs[1], op.right_identity):
+            candidate = inputs[0]
+        elif _is_scalar(inputs[0], op.left_identity):
+            candidate = inputs[1]
+    elif len(inputs) == 1 and isinstance(inputs[0], Value):
         p = producers.get(inputs[0])
-        if p is not None and p.op == "neg" and same_type(p.inputs[0], out):
-            return p.inputs[0]
-    if op in ("cast", "reshape", "expand") and isinstance(inputs[0], Value) and \
-            same_type(inputs[0], out):
-        return inputs[0]
-    if op == "transpose":
-        p = producers.get(inputs[0])
-        if p is not None and p.op == "transpose" and {p.attrs["dim0"], p.attrs["dim1"]} == {
-                node.attrs["dim0"], node.attrs["dim1"]} and same_type(p.inputs[0], out):
-            return p.inputs[0]
-    if op == "permute" and node.attrs["dims"] == tuple(range(len(out.shape))):
-        return inputs[0] if same_type(inputs[0], out) else None
+        if op.involution and p is not None and p.op == node.op and p.attrs == node.attrs:
+            candidate = p.inputs[0]
+        elif op.noop == "same_type" or (callable(op.noop) and op.noop(node.attrs)):
+            candidate = inputs[0]
+    if isinstance(candidate, Value) and same_type(candidate, out):
+        return candidate
     return None
 
 
