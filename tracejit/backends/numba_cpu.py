@@ -52,16 +52,22 @@ def size_params(region: Graph) -> list:
     return list(seen.items())
 
 
-_SIZE_NAMES: dict = {}  # source -> parameter name, for the region being generated
+def _value_names(region: Graph) -> dict:
+    """Kernel variable names: inputs a0, a1, ...; sizes used as numbers z0, z1, ...
+    (keyed by their source); node results are added as rK when emitted."""
+    names: dict = {v: f"a{i}" for i, v in enumerate(region.inputs)}
+    names.update({("size", src): z for src, z in size_params(region)})
+    return names
 
 
-def _literal(x) -> str:
+def _literal(x, names: dict) -> str:
     from ..ir.symbolic import SymInt
 
     if isinstance(x, SymInt):
-        if x.source() not in _SIZE_NAMES:
+        name = names.get(("size", x.source()))
+        if name is None:
             raise Unsupported(f"size {x.source()} is not a kernel parameter")
-        return _SIZE_NAMES[x.source()]
+        return name
     if isinstance(x, bool):
         return "True" if x else "False"
     if isinstance(x, (int, float)):
@@ -76,7 +82,7 @@ def _node_line(k: int, node, names: dict) -> str:
             op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == "{0}")):
         raise Unsupported(f"{node.op} is not an elementwise op with a scalar expression")
     expr_src = op.expr
-    args = [names[x] if isinstance(x, Value) else _literal(x) for x in node.inputs]
+    args = [names[x] if isinstance(x, Value) else _literal(x, names) for x in node.inputs]
     out = node.outputs[0]
     names[out] = f"r{k}"
     expr = expr_src.format(*args)
@@ -112,18 +118,12 @@ def _is_row_value(v, reduced: set) -> bool:
 
 
 def generate_row(region: Graph) -> str:
-    _SIZE_NAMES.clear()
-    _SIZE_NAMES.update(size_params(region))
-    return _generate_row(region)
-
-
-def _generate_row(region: Graph) -> str:
     """A row kernel: per row (in parallel), each reduction over the last dimension is one
     pass over the row that recomputes the elementwise ops it needs; then one pass writes
     the per-element outputs."""
     reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
     row_inputs = [_is_row_value(v, reduced) for v in region.inputs]
-    names = {v: f"a{i}" for i, v in enumerate(region.inputs)}
+    names = _value_names(region)
     index = {id(n): k for k, n in enumerate(region.nodes)}
     producer = {v: n for n in region.nodes for v in n.outputs}
     outs = [f"o{j}" for j in range(len(region.outputs))]
@@ -264,8 +264,6 @@ def _inputs_of(nodes, values) -> set:
 
 def generate(region: Graph) -> str:
     """Python source of a module with `flat` (1-D, contiguous) and `nd` kernels."""
-    _SIZE_NAMES.clear()
-    _SIZE_NAMES.update(size_params(region))
     if not region.outputs:
         raise Unsupported("no outputs")
     # the loop nest covers the largest value; smaller outputs (a [B,1] next to [B,T])
@@ -273,7 +271,7 @@ def generate(region: Graph) -> str:
     rank = max(len(v.shape) for v in region.outputs + region.inputs)
     full_outputs = all(len(v.shape) == rank and not any(
         isinstance(d, int) and d == 1 for d in v.shape) for v in region.outputs)
-    names = {v: f"a{i}" for i, v in enumerate(region.inputs)}
+    names = _value_names(region)
     body = [_node_line(k, node, names) for k, node in enumerate(region.nodes)]
     outs = [f"o{j}" for j in range(len(region.outputs))]
     ins = [f"i{j}" for j in range(len(region.inputs))]
