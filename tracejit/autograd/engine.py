@@ -6,6 +6,9 @@ unless `retain_graph`.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from . import node as _node
 from .grad_mode import STATE
 from .node import AccumulateGrad
 
@@ -101,6 +104,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     deps, needed = _discover(root_nodes, targets if not accumulate else None)
     results = [None] * (len(capture) if capture else 0)
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
+    owned: dict = {}  # id -> gradient sum made by this run and held only in `buffers`
     anomaly = STATE.anomaly
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
@@ -110,8 +114,14 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
             grads = buffers.pop(node, None)
             if grads is None:
                 grads = [None] * node.num_outputs
-            elif node._extras is not None:
-                grads = _run_tensor_hooks(node, grads)
+            else:
+                if owned:  # a sum handed to its node is no longer the engine's alone
+                    for g in grads:
+                        if owned.pop(id(g), None) is g and type(node) is AccumulateGrad and \
+                                node._extras is None:
+                            g.__class__ = _node.FreshTensor  # the leaf may keep it as is
+                if node._extras is not None:
+                    grads = _run_tensor_hooks(node, grads)
             if capture:
                 for nr, g in enumerate(grads):
                     slot = capture.get((node, nr))
@@ -154,7 +164,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                             buf[nr] = g
                     else:
                         old = buf[nr]
-                        buf[nr] = g if old is None else old + g
+                        buf[nr] = g if old is None else _sum(old, g, owned, create_graph)
                 left = deps[child] - 1
                 if left:
                     deps[child] = left
@@ -166,6 +176,21 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
 
 
 _NONES = (None,)
+
+
+def _sum(old, g, owned: dict, create_graph: bool):
+    """old + g for two gradients reaching one input; in place into a sum this run made."""
+    if create_graph or STATE.capture is not None:  # the sum is recorded
+        return old + g
+    a, b = old._data, g._data
+    if owned.get(id(old)) is old and a.shape == b.shape and a.dtype == b.dtype:
+        np.add(a, b, out=a)
+        return old
+    if a.dtype != b.dtype:
+        return old + g  # promotion rules apply
+    out = _node._make(np.asarray(a + b))
+    owned[id(out)] = out
+    return out
 
 
 def _run_tensor_hooks(node, grads):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..ops.registry import OpDef
 from ..ops.rules import Meta
@@ -16,6 +18,7 @@ from .grad_mode import STATE
 _from_np = _dt._BY_NP
 _F = None        # tracejit.tensor.functional (bound by tracejit.tensor)
 _make = None     # tracejit.tensor.tensor._make (bound by tracejit.tensor)
+FreshTensor = None  # tracejit.tensor.tensor.FreshTensor (bound by tracejit.tensor)
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved "
@@ -212,8 +215,12 @@ class AccumulateGrad(Node):
             var._grad = g if var.grad is None else var.grad + g
         elif var.grad is None:
             # never alias an array another leaf may hold, unless nothing else holds it
-            var._grad = _make(g._data if type(g).__name__ == "FreshTensor" else
+            var._grad = _make(g._data if type(g) is FreshTensor else
                               g._data.copy())
         else:
-            var._grad = _make(var._grad._data + g._data)
+            acc, gd = var._grad._data, g._data
+            if acc.shape == gd.shape and acc.dtype == gd.dtype and acc.flags.writeable:
+                np.add(acc, gd, out=acc)  # in place, as PyTorch accumulates without grad mode
+            else:
+                var._grad = _make(acc + gd)
         return ()

@@ -236,7 +236,8 @@ def _serial_twin(lines: list) -> list:
     """The same kernel compiled without threads, named `<name>_serial`."""
     out = []
     for ln in lines:
-        ln = ln.replace("parallel=True", "parallel=False").replace("numba.prange", "range")
+        ln = ln.replace("parallel=True", "parallel=False, error_model='numpy'").replace(
+            "numba.prange", "range")
         out.append(re.sub(r"^def (\w+)\(", r"def \1_serial(", ln))
     return out
 
@@ -362,13 +363,20 @@ class RegionKernel:
         zs = [eval(code, {}, env) for code in self.sizes]  # noqa: S307 — ours
         out_shapes = [_concrete(codes, env) for codes in self.out_shapes]
         shape = np.broadcast_shapes(*out_shapes, *[a.shape for a in arrays])
+        return self.run(arrays, zs, out_shapes, shape)
+
+    def run(self, arrays: list, zs, out_shapes, shape: tuple) -> list:
+        """The kernel on input arrays, with sizes, output shapes and the loop shape
+        already worked out (a host program computes them from its own sizes)."""
         outs = [np.empty(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
-        small = int(np.prod(shape)) < SERIAL_BELOW
+        n = 1
+        for d in shape:
+            n *= d
+        small = n < SERIAL_BELOW
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
             kernel = self.module.flat_serial if small else self.module.flat
-            kernel(*[o.reshape(-1) for o in outs],
-                   *[np.ascontiguousarray(a).reshape(-1) for a in arrays], *zs)
+            kernel(*[o.reshape(-1) for o in outs], *[a.reshape(-1) for a in arrays], *zs)
         else:
             kernel = self.module.nd_serial if small else self.module.nd
             kernel(*outs, *arrays, *zs, shape)
@@ -382,7 +390,7 @@ class RowKernel:
         self.region = region
         self.source = generate_row(region)
         self.module = load_module(self.source, "row")
-        reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
+        self.reduced = reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
         self.sizes = _size_codes(region)
         self.frame = [_shape_codes(v) for v in region.outputs + region.inputs
                       if v not in reduced]
@@ -396,10 +404,17 @@ class RowKernel:
         zs = [eval(code, {}, env) for code in self.sizes]  # noqa: S307 — ours
         full = np.broadcast_shapes(*[a.shape for a in arrays],
                                    *[_concrete(codes, env) for codes in self.frame])
+        return self.run(arrays, zs, full)
+
+    def run(self, arrays: list, zs, full: tuple) -> list:
+        """The kernel on input arrays, with sizes and the full shape already worked out."""
         lead, n = full[:-1], full[-1]
-        rows = int(np.prod(lead)) if lead else 1
-        ins = [np.broadcast_to(a, lead + ((1,) if is_row else (n,))).reshape(
-            rows, 1 if is_row else n) for a, is_row in zip(arrays, self.row_inputs)]
+        rows = 1
+        for d in lead:
+            rows *= d
+        ins = [(a if a.shape == full else np.broadcast_to(a, lead + (n,))).reshape(rows, n)
+               if not is_row else np.broadcast_to(a, lead + (1,)).reshape(rows, 1)
+               for a, is_row in zip(arrays, self.row_inputs)]
         outs = [np.empty((rows, 1 if is_row else n), d) for d, is_row, _ in self.outputs]
         kernel = self.module.row_serial if rows * n < SERIAL_BELOW else self.module.row
         kernel(rows, n, *outs, *ins, *zs)

@@ -13,13 +13,16 @@ part.
 """
 from __future__ import annotations
 
-from ..autograd.function import Function
 from ..autograd.grad_mode import STATE
+from ..autograd.node import FREED_MESSAGE, Node
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.passes import PassManager
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
+from ..tensor.creation import zeros
+from ..tensor.dispatch import _edge, counter
+from ..tensor.tensor import FreshTensor, Tensor, _make
 from .guards import EntryGuards
 from .recorder import Recorder
 
@@ -52,16 +55,15 @@ class BackwardTrace:
         self.fwd_stages = PassManager().run(self.forward_graph)
         self.stages = PassManager().run(self.recorded)
         self.graph = self.stages[-1][1]
-        self.fwd_runner = Interpreter(self.fwd_stages[-1][1], backend)
-        self.bwd_runner = Interpreter(self.graph, backend)
         self.bindings = rec.bindings
         self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
+        self.fwd_runner = _runner(self.fwd_stages[-1][1], backend, self.fwd_bindings)
+        self.bwd_runner = _runner(self.graph, backend, self.bindings)
         self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False)  # sizes and types only
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""
-        env = {sym: inputs[i]._data.shape[d] for i, d, sym in self.fwd_bindings}
-        results = self.fwd_runner.run(inputs, env, record=False)
+        results = self.fwd_runner(inputs)
         return results[:self.n_outputs], results[self.n_outputs:]
 
     def run_backward(self, inputs: list, saved: list, grad_outputs: list) -> list | None:
@@ -69,9 +71,21 @@ class BackwardTrace:
         grads = [grad_outputs[k] for k in self.float_outs]
         if not self.guards.check(*inputs, *grads):
             return None
-        args = list(inputs) + grads + list(saved)
-        env = {sym: args[i]._data.shape[d] for i, d, sym in self.bindings}
-        return self.bwd_runner.run(args, env, record=False)
+        return self.bwd_runner(list(inputs) + grads + list(saved))
+
+
+def _runner(graph: Graph, backend: str, bindings: list):
+    """A function running `graph` on a list of tensors without recording autograd: its
+    host program on the numba backend, else the interpreter."""
+    if backend == "numba":
+        from ..backends.host import host_program
+
+        program = host_program(graph, bindings)
+        if program is not None:
+            return program.run
+    interp = Interpreter(graph, backend)
+    return lambda args: interp.run(
+        args, {sym: args[i]._data.shape[d] for i, d, sym in bindings}, record=False)
 
 
 def _trace_joint(forward: Graph, inputs: list):
@@ -184,8 +198,6 @@ FRESH_MIN_SIZE = 1 << 16
 def _mark_fresh(grads: list, others: list) -> None:
     """Mark gradients whose arrays the backward made and nobody else holds, so leaves can
     keep them without a copy."""
-    from ..tensor.tensor import FreshTensor, Tensor
-
     if not any(isinstance(g, Tensor) and g._data.size >= FRESH_MIN_SIZE for g in grads):
         return  # copying small gradients costs less than proving they are unshared
     taken = {id(t._data) for t in others if isinstance(t, Tensor)}
@@ -202,28 +214,58 @@ def _mark_fresh(grads: list, others: list) -> None:
             g.__class__ = FreshTensor
 
 
-class TracedCall(Function):
-    """One traced call as one autograd node: compiled forward, compiled backward."""
+class TracedCallBackward(Node):
+    """One traced call as one autograd node: the forward part has run, `apply` runs the
+    compiled backward part (or replays the forward differentiably under create_graph)."""
 
-    @staticmethod
-    def forward(ctx, bt, trace, inputs, *diff_inputs):
-        outs, saved = bt.run_forward(inputs)
-        ctx.save_for_backward(*inputs)  # version-checked: in-place changes before backward raise
-        ctx.bt, ctx.trace, ctx.saved = bt, trace, saved
-        ctx.mark_non_differentiable(*[o for o in outs if not o.is_floating_point()])
-        return tuple(outs)
+    __slots__ = ("bt", "trace", "inputs", "versions", "saved", "out_meta")
 
-    @staticmethod
-    def backward(ctx, *grad_outputs):
-        bt, inputs = ctx.bt, list(ctx.saved_tensors)
-        grads = None
-        stats = ctx.trace.stats
+    @property
+    def num_outputs(self) -> int:
+        return len(self.out_meta)
+
+    def apply(self, grads):
+        inputs = self.inputs
+        if inputs is None:
+            raise RuntimeError(FREED_MESSAGE)
+        for i, (c, v) in enumerate(self.versions):
+            if c[0] != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: input {i} of a traced call of "
+                    f"{self.trace.graph.name} is at version {c[0]}; expected version {v} "
+                    "instead.")
+        if any(g is None for g in grads):
+            grads = [g if g is not None else zeros(*shape, dtype=dtype)
+                     for g, (shape, dtype) in zip(grads, self.out_meta)]
+        bt, stats = self.bt, self.trace.stats
+        result = None
         if not STATE.grad_enabled:  # create_graph replays instead, differentiably
-            grads = bt.run_backward(inputs, ctx.saved, list(grad_outputs))
-        if grads is None:
-            grads = ctx.trace.replay_gradients(inputs, list(grad_outputs), bt.diff)
-            stats["backward_replays"] = stats.get("backward_replays", 0) + 1
+            result = bt.run_backward(inputs, self.saved, grads)
+        if result is None:
+            result = self.trace.replay_gradients(inputs, grads, bt.diff)
+            stats["backward_replays"] += 1
         else:
-            stats["backward_kernels"] = stats.get("backward_kernels", 0) + 1
-            _mark_fresh(grads, list(inputs) + list(grad_outputs) + list(ctx.saved))
-        return (None, None, None) + tuple(grads)
+            stats["backward_kernels"] += 1
+            _mark_fresh(result, inputs + grads + self.saved)
+        return result
+
+    def release(self):
+        self.inputs = self.saved = None
+
+
+def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
+    """Run the forward part of `bt` and give its float outputs one autograd node."""
+    outs, saved = bt.run_forward(inputs)
+    node = TracedCallBackward(tuple(_edge(inputs[i]) for i in bt.diff))
+    node.bt, node.trace, node.inputs, node.saved = bt, trace, inputs, saved
+    node.versions = [(counter(t), t._vc[0]) for t in inputs]
+    node.out_meta = [(o._data.shape, o.dtype) for o in outs]
+    for nr, o in enumerate(outs):
+        if o.is_floating_point():
+            if any(o is t for t in inputs):  # an input returned as it is: a new alias
+                alias = _make(o._data)
+                alias._vc = counter(o)
+                o = outs[nr] = alias
+            o._rg, o.grad_fn, o._output_nr = True, node, nr
+    return outs

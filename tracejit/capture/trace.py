@@ -17,6 +17,7 @@ from ..autograd.grad_mode import STATE
 from ..backends.interpret import GuardMiss, Interpreter
 from ..tensor.dispatch import user_stacklevel
 from ..tensor.tensor import Tensor
+from .autodiff import BackwardTrace, traced_call
 from .guards import EntryGuards, Guard
 from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
@@ -76,6 +77,7 @@ class Trace:
         self.out_spec, self.out_others = out_spec, out_others
         self.backend = backend
         self.runner = Interpreter(self.graph, backend)
+        self._program = _UNSET  # the host program for calls that record no gradient
         self._backward = None     # BackwardTrace, built at the first call recording grads
         self.stats: dict = {}     # the owning TracedFunction's stats (set by it)
         self._backward_failed = False
@@ -90,23 +92,23 @@ class Trace:
                 any(t._rg for t in tensors):
             bt = self.backward_trace(tensors)
         if bt is not None:
-            from .autodiff import TracedCall
-
-            outs = TracedCall.apply(bt, self, tensors, *[t for t in tensors if t._rg])
-            outs = list(outs) if isinstance(outs, tuple) else [outs]
+            outs = traced_call(bt, self, tensors)
         else:
             outs = self.run_forward(tensors)
         return unflatten(self.out_spec, outs, self.out_others)
 
     def run_forward(self, tensors: list) -> list:
+        program = self._program
+        if program is _UNSET:
+            program = self._program = _program_for(self.graph, self.backend, self.bindings)
+        if program is not None and not (STATE.grad_enabled and any(t._rg for t in tensors)):
+            return program.run(tensors)
         env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
         return self.runner.run(tensors, env)
 
     def backward_trace(self, tensors: list):
         """The compiled backward (built on first need), or None if it cannot be traced."""
         if self._backward is None and not self._backward_failed:
-            from .autodiff import BackwardTrace
-
             try:
                 self._backward = BackwardTrace(self.graph, tensors, self.backend)
             except Exception as err:  # noqa: BLE001 — gradients then replay the forward
@@ -130,6 +132,17 @@ class Trace:
             return list(autograd_grad([o for o, _ in pairs], [tensors[i] for i in diff],
                                       [g for _, g in pairs], create_graph=create,
                                       allow_unused=True, materialize_grads=True))
+
+
+_UNSET = object()
+
+
+def _program_for(graph, backend: str, bindings: list):
+    from ..backends.host import host_program, returns_views
+
+    if backend != "numba" or returns_views(graph):
+        return None
+    return host_program(graph, bindings)
 
 
 def _short(v) -> str:

@@ -118,20 +118,21 @@ def _same(x, *a, **k):
     return aval_of(x)
 
 
-register("reshape", SHAPE, lambda x, shape: np.reshape(x, shape), _infer_reshape,
+register("reshape", SHAPE, lambda x, shape: x.reshape(shape), _infer_reshape,
          lambda g, out, x, shape: (F.reshape(g, tuple(x.shape)),), view=True,
          grad_name="ViewBackward0", noop="same_type")
-register("permute", SHAPE, lambda x, dims: np.transpose(x, dims), _infer_permute,
+register("permute", SHAPE, lambda x, dims: x.transpose(dims), _infer_permute,
          lambda g, out, x, dims: (F.permute(g, tuple(np.argsort(dims).tolist())),), view=True,
          grad_name="PermuteBackward0", noop=lambda attrs: attrs["dims"] == tuple(
              range(len(attrs["dims"]))))
-register("transpose", SHAPE, lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1), _infer_transpose,
+register("transpose", SHAPE, lambda x, dim0, dim1: x.swapaxes(dim0, dim1),
+         _infer_transpose,
          lambda g, out, x, dim0, dim1: (F.transpose(g, dim0, dim1),), view=True,
          involution=True)
 register("expand", SHAPE, lambda x, shape: np.broadcast_to(x, shape), _infer_expand,
          lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True, expr="{0}",
          noop="same_type")
-register("squeeze", SHAPE, lambda x, dims: np.squeeze(x, axis=dims), _infer_squeeze,
+register("squeeze", SHAPE, lambda x, dims: x.squeeze(axis=dims), _infer_squeeze,
          lambda g, out, x, dims: (F.reshape(g, tuple(x.shape)),), view=True)
 register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqueeze,
          lambda g, out, x, dim: (F.squeeze(g, dim),), view=True)

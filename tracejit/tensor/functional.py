@@ -20,7 +20,7 @@ from ..ops.indexing import Slot
 from ..ir.symbolic import SymInt
 from ..ops.rules import normalize_dim, normalize_dims
 from .dispatch import apply, apply_inplace, binary as _binary_fast, unary as _unary_fast
-from .tensor import Tensor, _make
+from .tensor import FreshTensor, Tensor, _make
 
 _FAST = (Tensor, float, int, bool)
 
@@ -379,6 +379,8 @@ def transpose(input, dim0, dim1):
     d0, d1 = normalize_dim(dim0, n, "transpose"), normalize_dim(dim1, n, "transpose")
     if n < 2 and d0 == d1:
         return input
+    if d0 > d1:  # one spelling per swap, so the simplifier sees transpose(transpose(x))
+        d0, d1 = d1, d0
     return apply(OPS.transpose, input, dim0=d0, dim1=d1)
 
 
@@ -755,4 +757,4 @@ def _install_methods():
 
 _install_methods()
 bind_frontend(sys.modules[__name__])
-_node._F, _node._make = sys.modules[__name__], _make
+_node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTensor

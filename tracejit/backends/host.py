@@ -1,0 +1,261 @@
+"""Host programs: a whole graph as one generated Python function over numpy arrays.
+
+The interpreter replays a graph through eager dispatch, which is what lets a
+traced call record autograd history, but it costs a Tensor, a dtype check and a
+dispatch per op. Where nothing is recorded — the compiled forward and backward
+parts of a traced call, and traced calls that need no gradient — the numba
+backend runs a graph as one straight-line function instead: each op calls its
+op-table impl on arrays, each fused region its compiled kernel, and every size
+a kernel or attribute needs is computed once from the input shapes. `.source`
+shows the function:
+
+    def program(t0, t1, t2):
+        v0 = t0._data; v1 = t1._data; v2 = t2._data
+        s0 = v0.shape[0]
+        v3 = f0(v2)                         # transpose
+        v4 = f1(v0, v3)                     # matmul
+        v5, = k2.run([v4, v1], (), ((s0, 128),), (s0, 128))
+        return (_make(v5),)
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..ir.graph import FUSED, GUARD, Graph, Value
+from ..ir.symbolic import SymInt, has_sym, hint_of
+from ..ops import OPS
+from ..ops.registry import ELEMENTWISE
+from .interpret import GuardMiss
+from .numba_cpu import RowKernel, Unsupported, compile_region, size_params
+
+
+def graph_bindings(graph: Graph) -> list:
+    """(input index, dim, symbol) for every plain-symbol size of the graph's inputs."""
+    out = []
+    for i, v in enumerate(graph.inputs):
+        for d, size in enumerate(v.shape):
+            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
+                (mono, coef), = size.poly.items()
+                if len(mono) == 1 and coef == 1:
+                    out.append((i, d, mono[0]))
+    return out
+
+
+def _check_guard(node, data) -> None:
+    kind, expected = node.attrs["kind"], node.attrs["expected"]
+    if kind == "array":
+        if not (data.shape == expected.shape and np.array_equal(data, expected)):
+            raise GuardMiss(node, "<array>")
+        return
+    seen = np.asarray(data).reshape(()).item()
+    if kind == "bool":
+        seen = bool(seen)
+    if not (seen == expected and type(seen) is type(expected)):
+        raise GuardMiss(node, seen)
+
+
+def static_broadcast(shapes: list) -> tuple | None:
+    """The broadcast of symbolic shapes when it is decided without run-time sizes (each
+    dimension has one size other than 1), else None."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(-rank, 0):
+        # keyed by source: comparing SymInts would record guards
+        sizes = {(x.source() if isinstance(x, SymInt) else x): x
+                 for s in shapes if len(s) >= -d for x in (s[d],)}
+        sizes.pop(1, None)
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.popitem()[1] if sizes else 1)
+    return tuple(out)
+
+
+class _Emitter:
+    """Source lines plus the namespace the generated function closes over."""
+
+    def __init__(self, bound: set):
+        self.lines: list[str] = []
+        self.ns: dict = {"np": np, "_asarray": np.asarray}
+        self.bound = bound
+
+    def const(self, x, hint: str = "c") -> str:
+        name = f"{hint}{len(self.ns)}"
+        self.ns[name] = x
+        return name
+
+    def render(self, x) -> str:
+        """Source for an operand or attribute: sizes as expressions, the rest constants."""
+        if isinstance(x, SymInt):
+            missing = x.symbols() - self.bound
+            if missing or x.poly is None and not x.symbols():
+                raise Unsupported(f"size {x.source()} is not known from the input shapes")
+            return f"({x.source()})"
+        if not has_sym(x):
+            return self.const(x)
+        if type(x) is tuple:
+            return "(" + "".join(self.render(v) + ", " for v in x) + ")"
+        if type(x) is list:
+            return "[" + ", ".join(self.render(v) for v in x) + "]"
+        if type(x) is slice:
+            return f"slice({self.render(x.start)}, {self.render(x.stop)}, " \
+                   f"{self.render(x.step)})"
+        raise Unsupported(f"attribute {x!r}")
+
+    def shape(self, shape: tuple) -> str:
+        return self.render(tuple(shape))
+
+
+class HostProgram:
+    """A graph compiled into one Python function; call `run(tensors)` for its outputs.
+
+    Raises Unsupported when some part needs the interpreter (a region Numba cannot
+    compile, a size known only from data, an in-place update of an input)."""
+
+    def __init__(self, graph: Graph, bindings: list | None = None):
+        from ..tensor.tensor import Tensor
+
+        if graph.mutations:
+            raise Unsupported("the graph updates its inputs in place")
+        self.graph = graph
+        bindings = graph_bindings(graph) if bindings is None else bindings
+        em = _Emitter({sym for _, _, sym in bindings})
+        em.ns["_make"] = Tensor._make
+        names: dict = {v: f"v{i}" for i, v in enumerate(graph.inputs)}
+        params = [f"t{i}" for i in range(len(graph.inputs))]
+        for k, node in enumerate(graph.nodes):
+            args = [names[x] if isinstance(x, Value) else em.render(x) for x in node.inputs]
+            outs = []
+            for v in node.outputs:
+                names[v] = f"v{len(names)}"
+                outs.append(names[v])
+            if node.op == GUARD:
+                em.ns[f"g{k}"] = node
+                em.lines.append(f"_guard(g{k}, {args[0]})")
+            elif node.op == FUSED:
+                self._emit_region(em, k, node, args, outs)
+            else:
+                self._emit_op(em, k, node, args, outs[0])
+        body = "\n".join(em.lines)
+        sizes = [f"{sym} = v{i}.shape[{d}]" for i, d, sym in bindings
+                 if re.search(rf"\b{sym}\b", body)]
+        head = [f"v{i} = t{i}._data" for i in range(len(graph.inputs))
+                if re.search(rf"\bv{i}\b", body + "\n".join(sizes))]
+        em.lines[:0] = head + sizes
+        em.ns["_guard"] = _check_guard
+        result = []
+        for v in graph.outputs:
+            if v in graph.inputs:
+                result.append(params[graph.inputs.index(v)])
+            else:
+                result.append(f"T{names[v]}")
+                line = f"T{names[v]} = _make({names[v]})"
+                if line not in em.lines:
+                    em.lines.append(line)
+        em.lines.append("return (" + "".join(r + ", " for r in result) + ")")
+        self.source = f"def program({', '.join(params)}):\n" + "".join(
+            f"    {ln}\n" for ln in em.lines)
+        exec(compile(self.source, f"<host program {graph.name}>", "exec"), em.ns)  # noqa: S102
+        self.run_tensors = em.ns["program"]
+
+    def run(self, tensors: list) -> list:
+        return list(self.run_tensors(*tensors))
+
+    @staticmethod
+    def _emit_op(em: _Emitter, k: int, node, args: list, out: str) -> None:
+        op = OPS[node.op]
+        if op.expr == "{0}" and not op.kind == ELEMENTWISE and _same_type(node.inputs[0],
+                                                                         node.outputs[0]):
+            em.lines.append(f"{out} = {args[0]}  # {node.op}")  # an element identity
+            return
+        fn = em.const(op.impl, "f")
+        if op.kind == ELEMENTWISE:
+            args = _promote(em, op, node, args)
+        if node.attrs and not has_sym(tuple(node.attrs.values())):
+            kw = [f"**{em.const(node.attrs, 'a')}"]
+        else:
+            kw = [f"{key}={em.render(val)}" for key, val in node.attrs.items()]
+        call = f"{fn}({', '.join(args + kw)})"
+        if not node.outputs[0].shape:  # numpy returns scalars for 0-d results
+            call = f"_asarray({call})"
+        em.lines.append(f"{out} = {call}  # {node.op}")
+
+    @staticmethod
+    def _emit_region(em: _Emitter, k: int, node, args: list, outs: list) -> None:
+        region = node.regions[0]
+        kernel = compile_region(region, node.source, node.attrs["kind"])
+        if kernel is None:
+            raise Unsupported(f"the fused region at {node.source} is interpreted")
+        kname = em.const(kernel, "k")
+        # region inputs are the node's inputs; sizes a kernel uses as numbers and the
+        # region's shapes are written over the graph's symbols
+        zs = "(" + "".join(f"({src}), " for src, _ in size_params(region)) + ")"
+        for src, _ in size_params(region):
+            em.render(_as_sym(region, src))  # checks its symbols are bound
+        if isinstance(kernel, RowKernel):  # the row frame leaves out reduced values
+            frame = [v for v in region.outputs + region.inputs if v not in kernel.reduced]
+        else:
+            frame = region.outputs + region.inputs
+        loop = static_broadcast([v.shape for v in frame])
+        loop_src = em.shape(loop) if loop is not None else "np.broadcast_shapes(" + "".join(
+            (args[region.inputs.index(v)] + ".shape" if v in region.inputs else
+             em.shape(v.shape)) + ", " for v in frame) + ")"
+        if isinstance(kernel, RowKernel):
+            call = f"{kname}.run([{', '.join(args)}], {zs}, {loop_src})"
+        else:
+            out_shapes = "(" + "".join(em.shape(v.shape) + ", " for v in region.outputs) + ")"
+            call = f"{kname}.run([{', '.join(args)}], {zs}, {out_shapes}, {loop_src})"
+        em.lines.append(f"{''.join(o + ', ' for o in outs)}= {call}  # fused {node.source}")
+
+
+def _same_type(a, b) -> bool:
+    key = [(x.source() if isinstance(x, SymInt) else x) for x in a.shape]
+    return isinstance(a, Value) and a.dtype == b.dtype and key == [
+        (x.source() if isinstance(x, SymInt) else x) for x in b.shape]
+
+
+def _as_sym(region: Graph, src: str) -> SymInt:
+    for node in region.nodes:
+        for x in node.inputs:
+            if isinstance(x, SymInt) and x.source() == src:
+                return x
+    raise Unsupported(f"size {src}")
+
+
+def _promote(em: _Emitter, op, node, args: list) -> list:
+    """Casts to the op's compute dtype, decided once from the value types (what eager
+    dispatch decides per call)."""
+    from ..tensor.dispatch import _compute_dtype
+    from ..tensor.tensor import Tensor
+
+    fake = [Tensor._make(np.empty((0,), x.dtype.np)) if isinstance(x, Value) else hint_of(x)
+            for x in node.inputs]
+    ct = _compute_dtype(op, fake, {k: hint_of(v) for k, v in node.attrs.items()})
+    if ct is None:
+        return args
+    first = 1 if op.dtype_rule == "where" else 0
+    out = list(args)
+    for i, x in enumerate(node.inputs):
+        if i >= first and isinstance(x, Value) and x.dtype.np != ct.np:
+            out[i] = f"{args[i]}.astype({em.const(ct.np, 'd')})"
+    return out
+
+
+def host_program(graph: Graph, bindings: list | None = None) -> HostProgram | None:
+    """The host program of a graph, or None when it must be interpreted."""
+    try:
+        return HostProgram(graph, bindings)
+    except Unsupported:
+        return None
+
+
+def returns_views(graph: Graph) -> bool:
+    """Whether an output is a view of an input (eager code would share its version
+    counter, which only the interpreter's dispatch sets up)."""
+    aliases = set(graph.inputs)
+    for node in graph.nodes:
+        if node.op in OPS and OPS[node.op].view and node.inputs and \
+                node.inputs[0] in aliases:
+            aliases.update(node.outputs)
+    return any(v in aliases and v not in graph.inputs for v in graph.outputs)
