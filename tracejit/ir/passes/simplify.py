@@ -1,5 +1,6 @@
 """Algebraic simplification: x+0, x-0, x*1, x/1, x**1, -(-x), casts and reshapes that
-change nothing, transposes that cancel. A rewrite applies only when the result has
+change nothing, transposes that cancel, and a transposed product computed as the product
+of transposes (so it is stored row-major). A rewrite applies only when the result has
 exactly the type of the value it is replaced by (no broadcasting or promotion lost)."""
 from __future__ import annotations
 
@@ -35,14 +36,54 @@ def _forward(node, inputs, producers):
     return None
 
 
+def _swaps_last_two(node) -> bool:
+    r = len(node.outputs[0].shape)
+    return node.op == "transpose" and r >= 2 and \
+        {node.attrs["dim0"], node.attrs["dim1"]} == {r - 2, r - 1}
+
+
+def _transpose(b: Builder, v: Value, producers: dict, like) -> Value:
+    """v with its last two dimensions swapped: the input of a transpose that did the
+    swap, else a new transpose node."""
+    p = producers.get(v)
+    if p is not None and _swaps_last_two(p):
+        return p.inputs[0]
+    r = len(v.shape)
+    shape = v.shape[:-2] + (v.shape[-1], v.shape[-2])
+    new = b.emit("transpose", [v], {"dim0": r - 2, "dim1": r - 1}, [(v.dtype, shape)], like)
+    producers[new.outputs[0]] = new
+    return new.outputs[0]
+
+
+def _product_transposed(b: Builder, node, inputs, producers, users) -> Value | None:
+    """transpose(matmul(a, b)) -> matmul(transpose(b), transpose(a)) when the product has
+    no other use: the result comes out row-major instead of as a transposed view, which
+    every later pass over it (an optimiser update, an accumulation) would read strided."""
+    if not _swaps_last_two(node) or len(users.get(node.inputs[0], ())) != 1:
+        return None
+    mm = producers.get(inputs[0])
+    if mm is None or mm.op != "matmul" or any(
+            not isinstance(x, Value) or len(x.shape) < 2 for x in mm.inputs):
+        return None
+    x, y = mm.inputs
+    out = node.outputs[0]
+    new = b.emit("matmul", [_transpose(b, y, producers, node), _transpose(b, x, producers, node)],
+                 {}, [(out.dtype, out.shape)], node)
+    producers[new.outputs[0]] = new
+    return new.outputs[0]
+
+
 def simplify(graph: Graph) -> Graph:
     b = Builder(graph, "simplify")
     producers: dict = {}
+    users = graph.users()
     returned = set(graph.outputs)  # a returned value stays a new tensor, as in eager
     for node in graph.nodes:
         inputs = [b.get(x) for x in node.inputs]
         if node.outputs and not node.regions and node.outputs[0] not in returned:
             target = _forward(node, inputs, producers)
+            if target is None:
+                target = _product_transposed(b, node, inputs, producers, users)
             if target is not None:
                 b.map[node.outputs[0]] = target
                 continue
