@@ -512,3 +512,35 @@ def test_inplace_view_semantics_match_pytorch():
     program(torch, tx).backward()
     program(tj, jx).backward()
     np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy())
+
+
+def test_summed_gradients_are_not_shared_between_leaves():
+    a = tj.randn(3, requires_grad=True)
+    b = tj.randn(3, requires_grad=True)
+    s = a + b                       # two uses of s: the engine sums their gradients,
+    (s * 2 + s * 3).sum().backward()  # then AddBackward hands that sum to both leaves
+    np.testing.assert_allclose(a.grad.numpy(), np.full(3, 5.0))
+    a.grad.add_(1)
+    np.testing.assert_allclose(b.grad.numpy(), np.full(3, 5.0))
+    (s * 2 + s * 3).sum().backward()  # accumulating again keeps them apart
+    np.testing.assert_allclose(a.grad.numpy(), np.full(3, 11.0))
+    np.testing.assert_allclose(b.grad.numpy(), np.full(3, 10.0))
+
+
+def test_grad_accumulates_in_place_like_pytorch():
+    w = tj.ones(2, 2, requires_grad=True)
+    (w * 3).sum().backward()
+    g = w.grad
+    (w * 3).sum().backward()
+    assert w.grad is g
+    np.testing.assert_allclose(g.numpy(), np.full((2, 2), 6.0))
+
+
+def test_a_hook_keeping_a_summed_gradient_sees_it_unchanged():
+    kept = []
+    a = tj.randn(3, requires_grad=True)
+    s = a * 1
+    s.register_hook(lambda g: kept.append(g))
+    (s * 2 + s * 3 + s * 4).sum().backward()
+    np.testing.assert_allclose(kept[0].numpy(), np.full(3, 9.0))
+    np.testing.assert_allclose(a.grad.numpy(), np.full(3, 9.0))

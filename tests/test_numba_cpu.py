@@ -174,3 +174,15 @@ def test_row_kernels_with_leading_dimensions_and_strided_input():
     w = tj.randn(6)
     np.testing.assert_allclose(f(x, w).numpy(), fn(x, w).numpy(), rtol=2e-5, atol=2e-6)
     assert "def row(" in f.code and "exp_f32(" in f.code
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")
+@pytest.mark.parametrize("n", [5, 1 << 17])  # the serial twin and the parallel kernel
+def test_division_by_zero_gives_infinities_like_numpy(n):
+    def f(x, y):
+        return x / y + 1
+
+    t = traced(f, tj.ones(3), tj.ones(3))
+    x = tj.from_numpy(np.tile(np.array([1.0, -1.0, 0.0, 2.0, 3.0], np.float32), n // 5 + 1)[:n])
+    y = tj.from_numpy(np.tile(np.array([0.0, 0.0, 0.0, 2.0, 0.5], np.float32), n // 5 + 1)[:n])
+    np.testing.assert_array_equal(t(x, y).numpy(), f(x, y).numpy())
