@@ -135,6 +135,28 @@ def test_concurrent_processes_share_the_cache(tmp_path):
     assert len(list(tmp_path.glob("k_*.py"))) == 1
 
 
+def test_kernels_loaded_from_the_cache_in_a_new_process_give_the_same_results(tmp_path):
+    """Every kind of kernel — elementwise, row with lanes, row with sums over rows, serial
+    and parallel — compiled in one process and loaded from the disk cache in the next."""
+    script = (
+        "import tracejit as tj, numpy as np\n"
+        "from tracejit.nn import functional as F\n"
+        "f = tj.trace(lambda x, w, b: F.layer_norm(x.softmax(-1) * 2 + b, (x.shape[-1],), w,"
+        " b), (tj.randn(2, 300, requires_grad=True), tj.randn(300, requires_grad=True),"
+        " tj.randn(300, requires_grad=True)), backend='numba')\n"
+        "tj.manual_seed(0)\n"
+        "for rows in (3, 400):\n"
+        "    x, w, b = (tj.randn(*s, requires_grad=True) for s in ((rows, 300), (300,), (300,)))\n"
+        "    f(x, w, b).pow(2).sum().backward()\n"
+        "    print(*[float(t.grad.sum()) for t in (x, w, b)])\n")
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, timeout=300,
+                           capture_output=True, text=True) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout.split()) == 6
+
+
 def test_cache_command(tmp_path):
     env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path))
     kernel_cache_file = tmp_path / "k_0123.py"
@@ -158,7 +180,8 @@ ROW_PROGRAMS = {
 
 
 @pytest.mark.parametrize("name", list(ROW_PROGRAMS))
-@pytest.mark.parametrize("rows,n", [(5, 7), (1, 7), (3, 1), (2, 3)])
+@pytest.mark.parametrize("rows,n", [(5, 7), (1, 7), (3, 1), (2, 3), (3, 16), (4, 17),
+                                    (70, 1000)])  # lanes of 8 and a remainder; threads
 def test_row_kernels_equal_the_interpreter(name, rows, n):
     fn = ROW_PROGRAMS[name]
     f = traced(fn, tj.randn(4, n), tj.randn(n))
@@ -186,3 +209,63 @@ def test_division_by_zero_gives_infinities_like_numpy(n):
     x = tj.from_numpy(np.tile(np.array([1.0, -1.0, 0.0, 2.0, 3.0], np.float32), n // 5 + 1)[:n])
     y = tj.from_numpy(np.tile(np.array([0.0, 0.0, 0.0, 2.0, 0.5], np.float32), n // 5 + 1)[:n])
     np.testing.assert_array_equal(t(x, y).numpy(), f(x, y).numpy())
+
+
+@pytest.mark.parametrize("n", [5, 8, 21])
+def test_row_max_and_min_propagate_nan_like_numpy(n):
+    def f(x):
+        return x.amax(-1), x.amin(-1), x.softmax(-1)
+
+    t = traced(f, tj.randn(2, n))
+    a = np.random.default_rng(0).standard_normal((4, n)).astype(np.float32)
+    a[1, n - 1] = np.nan     # in the remainder (or the last lane)
+    a[2, 0] = np.nan         # in the first lane
+    a[3, :] = -np.inf
+    x = tj.from_numpy(a)
+    with np.errstate(invalid="ignore"):
+        for got, want in zip(t(x), f(x)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("rows,n", [(6, 5), (300, 257)])  # serial twin; threads
+def test_sums_over_rows_fuse_into_the_row_kernel(rows, n):
+    from tracejit.nn import functional as F
+
+    def f(x, w, b):
+        return F.layer_norm(x, (n,), w, b)
+
+    args = [tj.randn(rows, n, requires_grad=True), tj.randn(n, requires_grad=True),
+            tj.randn(n, requires_grad=True)]
+    t = traced(f, *[tj.randn(3, n, requires_grad=True)] + args[1:])
+    dy = tj.randn(rows, n)
+    t(*args).backward(dy)
+    got = [a.grad.clone() for a in args]
+    for a in args:
+        a.grad = None
+    f(*args).backward(dy)
+    for g, a in zip(got, args):
+        np.testing.assert_allclose(g.numpy(), a.grad.numpy(), rtol=1e-4, atol=1e-4)
+    bg = t.backward_graph
+    rows_kernels = [nd for nd in bg.nodes if nd.op == "fused" and nd.attrs["kind"] == "row"]
+    assert len(rows_kernels) == 1
+    inner = [(nd.op, len(nd.outputs[0].shape)) for nd in rows_kernels[0].regions[0].nodes]
+    assert inner.count(("sum_to", 1)) == 2  # the weight's and the bias's gradient
+    assert not any(nd.op == "sum_to" for nd in bg.nodes)
+
+
+def test_a_bias_gradient_joins_the_activation_gradient_kernel():
+    def f(x, w, b):
+        return (x @ w + b).relu().sum()
+
+    t = traced(f, tj.randn(4, 3, requires_grad=True), tj.randn(3, 5, requires_grad=True),
+               tj.randn(5, requires_grad=True))
+    args = [tj.randn(9, 3, requires_grad=True), tj.randn(3, 5, requires_grad=True),
+            tj.randn(5, requires_grad=True)]
+    t(*args).backward()
+    assert not any(nd.op == "sum_to" for nd in t.backward_graph.nodes)
+    got = [a.grad.clone() for a in args]
+    for a in args:
+        a.grad = None
+    f(*args).backward()
+    for g, a in zip(got, args):
+        np.testing.assert_allclose(g.numpy(), a.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -108,8 +108,27 @@ _COMBINE = {  # a reduction's expr: (initial value, combine, finish) with accumu
 }
 
 
+_PICK = {"max": ">", "min": "<"}  # lane-wise max/min (NaN propagates, as in numpy)
+LANES = 8
+
+
 def _is_reduction(node) -> bool:
-    return node.op in OPS and OPS[node.op].kind == REDUCE and OPS[node.op].expr in _COMBINE
+    """A reduction over the last dimension (one value per row)."""
+    return node.op in OPS and OPS[node.op].kind == REDUCE and \
+        OPS[node.op].expr in _COMBINE and not _is_column_sum(node)
+
+
+def _is_column_value(v) -> bool:
+    """One value per column, the same for every row (a weight or bias of shape [N]): the
+    kernel reads it as a 1-D array, which keeps its inner loop contiguous."""
+    return len(v.shape) >= 1 and all(isinstance(d, int) and d == 1 for d in v.shape[:-1]) \
+        and not (isinstance(v.shape[-1], int) and v.shape[-1] == 1)
+
+
+def _is_column_sum(node) -> bool:
+    """A sum over every row (one value per column), accumulated per thread."""
+    return node.op == "sum_to" and len(node.outputs[0].shape) == 1 and \
+        len(node.inputs[0].shape) >= 2
 
 
 def _is_row_value(v, reduced: set) -> bool:
@@ -122,6 +141,8 @@ def generate_row(region: Graph) -> str:
     pass over the row that recomputes the elementwise ops it needs; then one pass writes
     the per-element outputs."""
     reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
+    columns = [n for n in region.nodes if _is_column_sum(n)]
+    summed = {n.outputs[0]: n.inputs[0] for n in columns}
     row_inputs = [_is_row_value(v, reduced) for v in region.inputs]
     names = _value_names(region)
     index = {id(n): k for k, n in enumerate(region.nodes)}
@@ -152,7 +173,8 @@ def generate_row(region: Graph) -> str:
     before_loop: list = []  # lines column_pass asks for ahead of its loop
 
     def column_pass(values) -> list:
-        body = [f"a{i} = i{i}[r, j]" for i, v in enumerate(region.inputs)
+        body = [f"a{i} = i{i}[{'j' if _is_column_value(v) else 'r, j'}]"
+                for i, v in enumerate(region.inputs)
                 if not row_inputs[i] and v in _inputs_of(cone(values), values)]
         for node in cone(values):
             divisor = node.inputs[1] if node.op == "div" and len(node.inputs) == 2 else None
@@ -183,9 +205,10 @@ def generate_row(region: Graph) -> str:
                 ready.add(node.outputs[0])
                 done.add(id(node))
 
-    per_element = [(j, v) for j, v in enumerate(region.outputs) if not _is_row_value(v, reduced)]
+    per_element = [(j, v) for j, v in enumerate(region.outputs)
+                   if not _is_row_value(v, reduced) and v not in summed]
     reductions = [n for n in region.nodes if _is_reduction(n)]
-    spill = _spill_choice(reductions, per_element, cone, ready)
+    spill = _spill_choice(reductions, per_element, cone, ready, list(summed.values()))
     for node in reductions:
         emit_ready_row_nodes()
         init, combine, finish = _COMBINE[OPS[node.op].expr]
@@ -193,37 +216,65 @@ def generate_row(region: Graph) -> str:
         # sums accumulate in float64; max/min are exact in the value's own type
         acc_type = "np.float64" if node.outputs[0].dtype.category == 2 and \
             OPS[node.op].expr in ("+", "+/n", "*") else _NP_TYPES[node.outputs[0].dtype.name]
-        lines.append(f"        acc = {acc_type}({init})")
         body = column_pass([x])
-        lines += before_loop
-        before_loop.clear()
-        lines.append("        for j in range(n):")
-        lines += ["            " + ln for ln in body]
         if spill is not None and node is reductions[-1]:
             # keep a value the output pass needs in the output buffer instead of recomputing
             value, j_out = spill
-            lines.append(f"            o{j_out}[r, j] = {names[value]}")
-        lines.append("            " + combine.format(x=names[x]))
+            body.append(f"o{j_out}[r, j] = {names[value]}")
+        lines += before_loop
+        before_loop.clear()
+        compare = _PICK.get(OPS[node.op].expr)
+        if compare is not None:
+            # max/min: LLVM vectorises neither a select reduction nor NaN propagation, so
+            # reduce into LANES independent lanes (a vector), then combine the lanes
+            def pick(acc, v, compare=compare):
+                return f"{v} if ({v} {compare} {acc} or {v} != {v}) else {acc}"
+            lines.append(f"        lanes = np.full({LANES}, {init}, {acc_type})")
+            lines.append(f"        for jb in range(0, n - {LANES - 1}, {LANES}):")
+            lines.append(f"            for k in range({LANES}):")
+            lines.append("                j = jb + k")
+            lines += ["                " + ln for ln in body]
+            lines.append(f"                lanes[k] = {pick('lanes[k]', names[x])}")
+            lines.append(f"        acc = {acc_type}({init})")
+            lines.append(f"        for k in range({LANES}):")
+            lines.append(f"            acc = {pick('acc', 'lanes[k]')}")
+            lines.append(f"        for j in range(n - n % {LANES}, n):")
+            lines += ["            " + ln for ln in body]
+            lines.append(f"            acc = {pick('acc', names[x])}")
+        else:
+            lines.append(f"        acc = {acc_type}({init})")
+            lines.append("        for j in range(n):")
+            lines += ["            " + ln for ln in body]
+            lines.append("            " + combine.format(x=names[x]))
         k = index[id(node)]
         names[node.outputs[0]] = f"r{k}"
         lines.append(f"        r{k} = {_NP_TYPES[node.outputs[0].dtype.name]}({finish})")
         ready.add(node.outputs[0])
         done.add(id(node))
     emit_ready_row_nodes()
-    if per_element:
+    if per_element or summed:
         load = []
         if spill is not None:
             value, j_out = spill
             load.append(f"            {names[value]} = o{j_out}[r, j]")
             ready.add(value)
-        body = column_pass([v for _, v in per_element])
+        body = column_pass([v for _, v in per_element] + list(summed.values()))
         lines += before_loop
         lines.append("        for j in range(n):")
         lines += load
         lines += ["            " + ln for ln in body]
         lines += [f"            o{j}[r, j] = {names[v]}" for j, v in per_element]
+        lines += [f"            o{j}[c, j] += {names[summed[v]]}"
+                  for j, v in enumerate(region.outputs) if v in summed]
     lines += [f"        o{j}[r, 0] = {names[v]}" for j, v in enumerate(region.outputs)
-              if _is_row_value(v, reduced)]
+              if _is_row_value(v, reduced) and v not in summed]
+    if columns:
+        # rows in `chunks` blocks, one per thread, each adding into its own accumulator
+        # row c (numba.get_thread_id() would do, but cached code calling it crashes)
+        lines[1] = lines[1].replace("(rows, n, ", "(rows, n, chunks, ")
+        lines[2:3] = ["    for c in numba.prange(chunks):",
+                      "        for r in range(c * rows // chunks, (c + 1) * rows // chunks):"]
+        lines[4:] = ["    " + ln for ln in lines[4:]]
     return "\n".join(_HEADER + lines + [""] + _serial_twin(lines)) + "\n"
 
 
@@ -242,13 +293,14 @@ def _serial_twin(lines: list) -> list:
     return out
 
 
-def _spill_choice(reductions, per_element, cone, ready):
+def _spill_choice(reductions, per_element, cone, ready, also_needed=()):
     """(value, output index): the deepest per-element value the last reduction's pass
     computes that the output pass needs again, stored in an output of its dtype."""
     if not reductions or not per_element:
         return None
     last_pass = {v for n in cone([reductions[-1].inputs[0]]) for v in n.outputs}
-    needed = [v for n in cone([v for _, v in per_element]) for v in n.outputs]
+    needed = [v for n in cone([v for _, v in per_element] + list(also_needed))
+              for v in n.outputs]
     for value in reversed(needed):
         if value in last_pass:
             for j, out in per_element:
@@ -394,9 +446,12 @@ class RowKernel:
         self.sizes = _size_codes(region)
         self.frame = [_shape_codes(v) for v in region.outputs + region.inputs
                       if v not in reduced]
-        self.row_inputs = [_is_row_value(v, reduced) for v in region.inputs]
-        self.outputs = [(v.dtype.np, _is_row_value(v, reduced), len(v.shape))
-                        for v in region.outputs]
+        self.row_inputs = ["row" if _is_row_value(v, reduced) else "column" if
+                           _is_column_value(v) else "element" for v in region.inputs]
+        summed = {n.outputs[0] for n in region.nodes if _is_column_sum(n)}
+        self.columns = bool(summed)
+        self.outputs = [(v.dtype.np, "column" if v in summed else "row" if _is_row_value(
+            v, reduced) else "element", len(v.shape)) for v in region.outputs]
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -413,13 +468,26 @@ class RowKernel:
         for d in lead:
             rows *= d
         ins = [(a if a.shape == full else np.broadcast_to(a, lead + (n,))).reshape(rows, n)
-               if not is_row else np.broadcast_to(a, lead + (1,)).reshape(rows, 1)
-               for a, is_row in zip(arrays, self.row_inputs)]
-        outs = [np.empty((rows, 1 if is_row else n), d) for d, is_row, _ in self.outputs]
-        kernel = self.module.row_serial if rows * n < SERIAL_BELOW else self.module.row
-        kernel(rows, n, *outs, *ins, *zs)
-        return [o.reshape(lead + ((n,) if not is_row else (1,) if rank == len(full) else ()))
-                for o, (_, is_row, rank) in zip(outs, self.outputs)]
+               if kind == "element" else a.reshape(n) if kind == "column" else
+               np.broadcast_to(a, lead + (1,)).reshape(rows, 1)
+               for a, kind in zip(arrays, self.row_inputs)]
+        serial = rows * n < SERIAL_BELOW
+        chunks = 1 if serial else max(1, min(THREADS, rows))
+        outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "column" else
+                np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
+        kernel = self.module.row_serial if serial else self.module.row
+        if self.columns:
+            kernel(rows, n, chunks, *outs, *ins, *zs)
+        else:
+            kernel(rows, n, *outs, *ins, *zs)
+        return [o.sum(0).astype(d) if kind == "column" else
+                o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
+                                  else ()))
+                for o, (d, kind, rank) in zip(outs, self.outputs)]
+
+
+# blocks of rows a kernel with column sums splits its rows into (one per thread)
+THREADS = numba.config.NUMBA_NUM_THREADS
 
 
 _failed: set = set()

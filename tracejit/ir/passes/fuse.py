@@ -1,6 +1,8 @@
 """Fusion: chains of elementwise ops (with broadcasting) become one `fused` node, and
 reductions over the last dimension join them as row kernels (softmax, layer norm,
-sums of squares: reduce a row, then keep computing with the result).
+sums of squares: reduce a row, then keep computing with the result). Sums over all
+rows (bias and norm-weight gradients) join a row kernel too, as per-thread
+accumulators.
 
 A fused node holds its ops as a region (a sub-graph); code generators turn each
 region into one kernel. Why two adjacent ops were not fused is recorded in the
@@ -45,6 +47,20 @@ def _row_reduction(node) -> bool:
         len(shape) > 0 and node.attrs.get("dim") == (len(shape) - 1,)
 
 
+def column_sum(node) -> bool:
+    """`sum_to` a shape [N] from [..., N]: a sum over every row (the gradient of a bias or
+    a norm's weight). It fuses into a row kernel, which adds each row into per-thread
+    accumulators as it goes, instead of writing the summed value out and reading it back."""
+    from .rewrite import same_dim
+
+    if node.op != "sum_to" or not node.inputs or not isinstance(node.inputs[0], Value):
+        return False
+    shape, target = node.inputs[0].shape, node.attrs["shape"]
+    return node.outputs[0].dtype.category == 2 and len(shape) >= 2 and len(target) == 1 \
+        and same_dim(target[0], shape[-1]) and not (isinstance(shape[-1], int) and
+                                                    shape[-1] == 1)
+
+
 def _fits_frame(values, frame) -> bool:
     """Every value broadcasts to [*lead, N] along whole rows: right-aligned, each leading
     size equal or 1, the last N or 1 (a value per row)."""
@@ -60,6 +76,24 @@ def _fits_frame(values, frame) -> bool:
         if not (same_dim(pad[-1], n) or pad[-1] == 1):
             return False
     return True
+
+
+def _downstream(node, users) -> set:
+    """ids of the nodes that depend on `node`."""
+    seen, stack = set(), list(node.outputs)
+    while stack:
+        for u in users.get(stack.pop(), ()):
+            if id(u) not in seen:
+                seen.add(id(u))
+                stack += u.outputs
+    return seen
+
+
+def _same_frame(a, b) -> bool:
+    from .rewrite import same_dim
+
+    return len(a[0]) == len(b[0]) and all(same_dim(x, y) for x, y in zip(
+        a[0] + (a[1],), b[0] + (b[1],)))
 
 
 def _why_not(node) -> str:
@@ -120,9 +154,19 @@ def fuse(graph: Graph) -> Graph:
 
     def can_join(n, g) -> str | None:
         """None if n may join group g, else the reason it may not."""
+        from .rewrite import same_dim
+
         if any(x in terminal for x in n.inputs if isinstance(x, Value)):
             return "a reduction without keepdim ends its row kernel"
-        if _row_reduction(n):
+        if column_sum(n):
+            x = n.inputs[0]
+            frame = frames.get(g) or (tuple(x.shape[:-1]), x.shape[-1])
+            members = [v for m in groups[g] for v in values_of(m)]
+            whole = len(x.shape) == len(frame[0]) + 1 and all(
+                same_dim(a, b) for a, b in zip(x.shape, frame[0] + (frame[1],)))
+            if not whole or not _fits_frame(members, frame):
+                return "the summed value does not cover the row kernel's frame"
+        elif _row_reduction(n):
             frame = frames.get(g) or (tuple(n.inputs[0].shape[:-1]), n.inputs[0].shape[-1])
             members = [v for m in groups[g] for v in values_of(m)]
             if not _fits_frame(members + [n.inputs[0]], frame):
@@ -138,8 +182,13 @@ def fuse(graph: Graph) -> Graph:
             upstream |= reach_of(p)
         reach[id(n)] = upstream
         chosen = None
-        if _elementwise(n) or _row_reduction(n):
-            for p in prods:
+        fusible = _elementwise(n) or _row_reduction(n) or column_sum(n)
+        if fusible:
+            candidates = prods
+            if column_sum(n):  # also a kernel that reads the summed value as an input
+                candidates = prods + [u for u in users.get(n.inputs[0], ())
+                                      if group(u) is not None and u is not n]
+            for p in candidates:
                 g = group(p)
                 if g is None:
                     continue
@@ -156,24 +205,45 @@ def fuse(graph: Graph) -> Graph:
         if chosen is not None:  # merge independent sibling groups
             for p in prods:
                 h = group(p)
-                if h is None or h == chosen or (h in frames) != (chosen in frames):
+                if h is None or h == chosen or depends_on(h, chosen) or \
+                        depends_on(chosen, h):
                     continue
-                if not depends_on(h, chosen) and not depends_on(chosen, h) and \
-                        (h not in frames or frames[h] == frames[chosen]):
-                    groups[chosen] += groups.pop(h)
-                    parent[h] = chosen
-        if chosen is None and (_elementwise(n) or _row_reduction(n)):
+                frame = frames.get(chosen) or frames.get(h)
+                if frame is not None and not (
+                        _same_frame(frames.get(h, frame), frame) and
+                        _same_frame(frames.get(chosen, frame), frame) and _fits_frame(
+                            [v for m in groups[h] + groups[chosen] for v in values_of(m)],
+                            frame)):
+                    continue
+                groups[chosen] += groups.pop(h)
+                parent[h] = chosen
+                if frame is not None:
+                    frames[chosen], kinds[chosen] = frame, "row"
+        if chosen is None and fusible and not column_sum(n):
             chosen = len(groups) + len(parent)
             groups[chosen], kinds[chosen] = [], "elementwise"
         if chosen is not None:
             groups[chosen].append(n)
             group_of[id(n)] = chosen
-            if _row_reduction(n):
+            if _row_reduction(n) or column_sum(n):
                 kinds[chosen] = "row"
                 frames.setdefault(chosen, (tuple(n.inputs[0].shape[:-1]),
                                            n.inputs[0].shape[-1]))
-                if not n.attrs.get("keepdim") and n.op != "sum_to":
+                if column_sum(n) or (not n.attrs.get("keepdim") and n.op != "sum_to"):
                     terminal.add(n.outputs[0])
+    for n in nodes:  # a sum over the rows of a value that later kernels read
+        if column_sum(n) and group(n) is None:
+            later = _downstream(n, users)
+            for u in users.get(n.inputs[0], ()):
+                g = group(u)
+                if g is not None and not any(id(m) in later for m in groups[g]) and \
+                        can_join(n, g) is None:
+                    groups[g].append(n)
+                    group_of[id(n)] = g
+                    kinds[g] = "row"
+                    frames.setdefault(g, (tuple(n.inputs[0].shape[:-1]),
+                                          n.inputs[0].shape[-1]))
+                    break
     group_of = {k: find(g) for k, g in group_of.items()}
     for g in groups:  # members in graph order
         groups[g].sort(key=lambda m: index[id(m)])
@@ -182,7 +252,8 @@ def fuse(graph: Graph) -> Graph:
             p = producer.get(x) if isinstance(x, Value) else None
             if p is None or (id(p) in group_of and group_of.get(id(p)) == group_of.get(id(n))):
                 continue
-            if not (_elementwise(n) or _row_reduction(n)) or not _elementwise(p):
+            if not (_elementwise(n) or _row_reduction(n) or column_sum(n)) or \
+                    not _elementwise(p):
                 blocker = p if not _elementwise(p) else n
                 notes.append(f"{p.op} -> {n.op} not fused: {_why_not(blocker)}")
     fused = {g: ns for g, ns in groups.items() if len(ns) >= 2}
