@@ -123,3 +123,29 @@ def test_leaf_gradients_never_alias_each_other_or_the_incoming_gradient(n):
     np.testing.assert_allclose(y.grad.numpy(), 1.5 * np.arange(n))
     np.testing.assert_allclose(g.numpy(), np.arange(n))
     np.testing.assert_allclose(x.grad.numpy(), 15 * np.arange(n))
+
+
+def test_the_backward_reads_a_returned_value_instead_of_recomputing_it():
+    def f(x, w):
+        return (x @ w).tanh()
+
+    t = tj.trace(f, (tj.randn(3, 4, requires_grad=True), tj.randn(4, 5, requires_grad=True)),
+                 backend="numba")
+    x, w = tj.randn(6, 4, requires_grad=True), tj.randn(4, 5, requires_grad=True)
+    t(x, w).sum().backward()
+    bg = t.backward_graph
+    assert "tanh_backward" in str(bg) and "= tanh(" not in str(bg)  # tanh' from the output
+    assert len(bg.inputs) == 2 + 1 + 1   # x, w, the output gradient, the saved output
+    gx = x.grad.clone()
+    x.grad = None
+    f(x, w).sum().backward()
+    np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_changing_a_returned_value_in_place_before_backward_is_an_error():
+    t = tj.trace(lambda x: x.tanh(), (tj.randn(3, requires_grad=True),), backend="numba")
+    x = tj.randn(4, requires_grad=True)
+    y = t(x)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation: an output"):
+        y.sum().backward()

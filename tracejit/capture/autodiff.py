@@ -45,7 +45,7 @@ class BackwardTrace:
         fwd_inputs = joint.inputs[:n_in]
         grad_inputs = joint.inputs[n_in:]
         fwd_nodes, bwd_nodes = _split(joint, grad_inputs)
-        recompute, saved = _plan(fwd_nodes, bwd_nodes, set(fwd_inputs))
+        recompute, saved = _plan(fwd_nodes, bwd_nodes, set(fwd_inputs), set(out_values))
         self.forward_graph = _subgraph(joint, forward.name + "_fwd", fwd_inputs, fwd_nodes,
                                        out_values + saved)
         self.recorded = _subgraph(joint, forward.name + "_backward",
@@ -139,8 +139,9 @@ def _split(joint: Graph, grad_inputs: list):
     return fwd, bwd
 
 
-def _plan(fwd_nodes, bwd_nodes, inputs: set):
-    """(forward nodes the backward recomputes, forward values it needs saved)."""
+def _plan(fwd_nodes, bwd_nodes, inputs: set, outputs: set = frozenset()):
+    """(forward nodes the backward recomputes, forward values it needs saved). A value the
+    forward returns anyway is saved rather than recomputed: it costs no extra memory."""
     producer = {v: n for n in fwd_nodes for v in n.outputs}
     recompute, saved, seen = {}, {}, set()
     stack = [x for n in bwd_nodes for x in n.inputs if isinstance(x, Value)]
@@ -150,7 +151,7 @@ def _plan(fwd_nodes, bwd_nodes, inputs: set):
             continue
         seen.add(v)
         node = producer[v]
-        if _cheap(node) and node.op != GUARD:
+        if _cheap(node) and node.op != GUARD and v not in outputs:
             recompute[id(node)] = node
             stack += [x for x in node.inputs if isinstance(x, Value)]
         else:
@@ -230,9 +231,10 @@ class TracedCallBackward(Node):
             raise RuntimeError(FREED_MESSAGE)
         for i, (c, v) in enumerate(self.versions):
             if c[0] != v:
+                what = f"input {i}" if i < len(inputs) else "an output"
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: input {i} of a traced call of "
+                    f"by an inplace operation: {what} of a traced call of "
                     f"{self.trace.graph.name} is at version {c[0]}; expected version {v} "
                     "instead.")
         if any(g is None for g in grads):
@@ -258,8 +260,15 @@ def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
     """Run the forward part of `bt` and give its float outputs one autograd node."""
     outs, saved = bt.run_forward(inputs)
     node = TracedCallBackward(tuple(_edge(inputs[i]) for i in bt.diff))
+    versions = [(counter(t), t._vc[0]) for t in inputs]
+    for k, t in enumerate(saved):
+        if any(t is o for o in outs):  # an output the backward reads: a separate handle
+            c = counter(t)             # sharing its version counter, so that an in-place
+            versions.append((c, c[0]))  # change of the output before backward is caught
+            saved[k] = _make(t._data)
+            saved[k]._vc = c
     node.bt, node.trace, node.inputs, node.saved = bt, trace, inputs, saved
-    node.versions = [(counter(t), t._vc[0]) for t in inputs]
+    node.versions = versions
     node.out_meta = [(o._data.shape, o.dtype) for o in outs]
     for nr, o in enumerate(outs):
         if o.is_floating_point():
