@@ -269,3 +269,13 @@ def test_a_bias_gradient_joins_the_activation_gradient_kernel():
     f(*args).backward()
     for g, a in zip(got, args):
         np.testing.assert_allclose(g.numpy(), a.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1000, 5000])  # float32 partial sums; float64 for long rows
+def test_row_sums_stay_accurate(n):
+    t = traced(lambda x: x.mean(-1, keepdim=True) * 1.0 + x.sum(-1, keepdim=True),
+               tj.randn(2, 8))
+    a = (np.random.default_rng(1).standard_normal((3, n)) * 10 + 1e4).astype(np.float32)
+    want = a.astype(np.float64).mean(-1, keepdims=True) + a.astype(np.float64).sum(
+        -1, keepdims=True)
+    np.testing.assert_allclose(t(tj.from_numpy(a)).numpy(), want, rtol=2e-6)

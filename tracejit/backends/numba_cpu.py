@@ -110,6 +110,7 @@ _COMBINE = {  # a reduction's expr: (initial value, combine, finish) with accumu
 
 _PICK = {"max": ">", "min": "<"}  # lane-wise max/min (NaN propagates, as in numpy)
 LANES = 8
+SHORT_ROW = 2048
 
 
 def _is_reduction(node) -> bool:
@@ -241,6 +242,16 @@ def generate_row(region: Graph) -> str:
             lines.append(f"        for j in range(n - n % {LANES}, n):")
             lines += ["            " + ln for ln in body]
             lines.append(f"            acc = {pick('acc', names[x])}")
+        elif acc_type == "np.float64" and OPS[node.op].expr != "*" and \
+                node.outputs[0].dtype.name == "float32":
+            # float32 sums of short rows vectorise twice as wide; the partial sums LLVM
+            # keeps bound their error (rows up to SHORT_ROW); longer rows sum in float64
+            for cond, acc_t in ((f"if n <= {SHORT_ROW}:", "np.float32"), ("else:", acc_type)):
+                lines.append(f"        {cond}")
+                lines.append(f"            acc = {acc_t}({init})")
+                lines.append("            for j in range(n):")
+                lines += ["                " + ln for ln in body]
+                lines.append("                " + combine.format(x=names[x]))
         else:
             lines.append(f"        acc = {acc_type}({init})")
             lines.append("        for j in range(n):")
