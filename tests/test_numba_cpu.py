@@ -61,6 +61,7 @@ def test_other_dtypes(dtype):
 def test_code_shows_the_generated_kernels():
     f = traced(chain, tj.ones(4, 3), tj.ones(3))
     assert "@numba.njit(parallel=True" in f.code and "tanh_f32(" in f.code
+    assert f.code.startswith("# host program of chain\ndef program(t0, t1):")
 
 
 def test_gradients_take_the_interpreted_path_and_match_eager():

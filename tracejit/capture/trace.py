@@ -298,10 +298,17 @@ class TracedFunction:
     # ---- introspection ------------------------------------------------------------------
     @property
     def code(self) -> str:
-        """The generated kernel source of every fused region of the first trace."""
+        """The generated source of the first trace: its host program (the numba backend
+        runs a call that records no gradient as this one function), then the kernel of
+        every fused region."""
         from ..backends.numba_cpu import Unsupported, generate, generate_row
 
         parts = []
+        tr = self.traces[0]
+        if tr._program is _UNSET:
+            tr._program = _program_for(tr.graph, tr.backend, tr.bindings)
+        if tr._program is not None:
+            parts.append(f"# host program of {self.name}\n{tr._program.source}")
         for node in self.graph.nodes:
             if node.op == "fused":
                 gen = generate_row if node.attrs["kind"] == "row" else generate
