@@ -18,9 +18,7 @@ def graph_of(fn, *example):
 
 
 def interpret(graph, args):
-    from tracejit.backends.host import graph_bindings
-
-    env = {sym: args[i].shape[d] for i, d, sym in graph_bindings(graph)}
+    env = {sym: args[i].shape[d] for i, d, sym in graph.size_bindings()}
     return [t.numpy() for t in Interpreter(graph).run(list(args), env, record=False)]
 
 

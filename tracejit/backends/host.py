@@ -10,12 +10,15 @@ a kernel or attribute needs is computed once from the input shapes. `.source`
 shows the function:
 
     def program(t0, t1, t2):
-        v0 = t0._data; v1 = t1._data; v2 = t2._data
+        v0 = t0._data
+        v1 = t1._data
+        v2 = t2._data
         s0 = v0.shape[0]
-        v3 = f0(v2)                         # transpose
-        v4 = f1(v0, v3)                     # matmul
-        v5, = k2.run([v4, v1], (), ((s0, 128),), (s0, 128))
-        return (_make(v5),)
+        v3 = f3(v1, **a4)  # transpose
+        v4 = f5(v0, v3)  # matmul
+        v5, = k6.run([v4, v2], (), (((s0), 5, ), ), ((s0), 5, ))  # fused model.py:12
+        Tv5 = _make(v5)
+        return (Tv5, )
 """
 from __future__ import annotations
 
@@ -27,33 +30,8 @@ from ..ir.graph import FUSED, GUARD, Graph, Value
 from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
-from .interpret import GuardMiss
+from .interpret import check_guard
 from .numba_cpu import RowKernel, Unsupported, compile_region, size_params
-
-
-def graph_bindings(graph: Graph) -> list:
-    """(input index, dim, symbol) for every plain-symbol size of the graph's inputs."""
-    out = []
-    for i, v in enumerate(graph.inputs):
-        for d, size in enumerate(v.shape):
-            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
-                (mono, coef), = size.poly.items()
-                if len(mono) == 1 and coef == 1:
-                    out.append((i, d, mono[0]))
-    return out
-
-
-def _check_guard(node, data) -> None:
-    kind, expected = node.attrs["kind"], node.attrs["expected"]
-    if kind == "array":
-        if not (data.shape == expected.shape and np.array_equal(data, expected)):
-            raise GuardMiss(node, "<array>")
-        return
-    seen = np.asarray(data).reshape(()).item()
-    if kind == "bool":
-        seen = bool(seen)
-    if not (seen == expected and type(seen) is type(expected)):
-        raise GuardMiss(node, seen)
 
 
 def static_broadcast(shapes: list) -> tuple | None:
@@ -89,7 +67,7 @@ class _Emitter:
         """Source for an operand or attribute: sizes as expressions, the rest constants."""
         if isinstance(x, SymInt):
             missing = x.symbols() - self.bound
-            if missing or x.poly is None and not x.symbols():
+            if missing or (x.poly is None and not x.symbols()):
                 raise Unsupported(f"size {x.source()} is not known from the input shapes")
             return f"({x.source()})"
         if not has_sym(x):
@@ -119,7 +97,7 @@ class HostProgram:
         if graph.mutations:
             raise Unsupported("the graph updates its inputs in place")
         self.graph = graph
-        bindings = graph_bindings(graph) if bindings is None else bindings
+        bindings = graph.size_bindings() if bindings is None else bindings
         em = _Emitter({sym for _, _, sym in bindings})
         em.ns["_make"] = Tensor._make
         names: dict = {v: f"v{i}" for i, v in enumerate(graph.inputs)}
@@ -134,25 +112,25 @@ class HostProgram:
                 em.ns[f"g{k}"] = node
                 em.lines.append(f"_guard(g{k}, {args[0]})")
             elif node.op == FUSED:
-                self._emit_region(em, k, node, args, outs)
+                self._emit_region(em, node, args, outs)
             else:
-                self._emit_op(em, k, node, args, outs[0])
+                self._emit_op(em, node, args, outs[0])
         body = "\n".join(em.lines)
         sizes = [f"{sym} = v{i}.shape[{d}]" for i, d, sym in bindings
                  if re.search(rf"\b{sym}\b", body)]
         head = [f"v{i} = t{i}._data" for i in range(len(graph.inputs))
                 if re.search(rf"\bv{i}\b", body + "\n".join(sizes))]
         em.lines[:0] = head + sizes
-        em.ns["_guard"] = _check_guard
-        result = []
+        em.ns["_guard"] = check_guard
+        result, wrapped = [], set()
         for v in graph.outputs:
-            if v in graph.inputs:
+            if v in graph.inputs:  # returned as it is, as the interpreter does
                 result.append(params[graph.inputs.index(v)])
-            else:
-                result.append(f"T{names[v]}")
-                line = f"T{names[v]} = _make({names[v]})"
-                if line not in em.lines:
-                    em.lines.append(line)
+                continue
+            result.append(f"T{names[v]}")
+            if v not in wrapped:  # a value returned twice is one tensor
+                wrapped.add(v)
+                em.lines.append(f"T{names[v]} = _make({names[v]})")
         em.lines.append("return (" + "".join(r + ", " for r in result) + ")")
         self.source = f"def program({', '.join(params)}):\n" + "".join(
             f"    {ln}\n" for ln in em.lines)
@@ -163,7 +141,7 @@ class HostProgram:
         return list(self.run_tensors(*tensors))
 
     @staticmethod
-    def _emit_op(em: _Emitter, k: int, node, args: list, out: str) -> None:
+    def _emit_op(em: _Emitter, node, args: list, out: str) -> None:
         op = OPS[node.op]
         if op.expr == "{0}" and not op.kind == ELEMENTWISE and _same_type(node.inputs[0],
                                                                          node.outputs[0]):
@@ -182,7 +160,7 @@ class HostProgram:
         em.lines.append(f"{out} = {call}  # {node.op}")
 
     @staticmethod
-    def _emit_region(em: _Emitter, k: int, node, args: list, outs: list) -> None:
+    def _emit_region(em: _Emitter, node, args: list, outs: list) -> None:
         region = node.regions[0]
         kernel = compile_region(region, node.source, node.attrs["kind"])
         if kernel is None:

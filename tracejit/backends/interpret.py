@@ -41,14 +41,18 @@ def _resolve(x, env):
     return map_leaves(x, _Expr, lambda e: eval(e.code, {}, env))  # noqa: S307 — our own
 
 
-def _guard_holds(kind: str, expected, t) -> tuple[bool, object]:
-    data = t._data
+def check_guard(node, data) -> None:
+    """Raise GuardMiss unless the array `data` holds the value the guard `node` saw."""
+    kind, expected = node.attrs["kind"], node.attrs["expected"]
     if kind == "array":
-        return data.shape == expected.shape and bool(np.array_equal(data, expected)), "<array>"
+        if not (data.shape == expected.shape and np.array_equal(data, expected)):
+            raise GuardMiss(node, "<array>")
+        return
     seen = data.reshape(()).item()
     if kind == "bool":
         seen = bool(seen)
-    return seen == expected and type(seen) is type(expected), seen
+    if not (seen == expected and type(seen) is type(expected)):
+        raise GuardMiss(node, seen)
 
 
 class _Region:
@@ -144,9 +148,7 @@ class Interpreter:
     def _run(self, vals: list, env: dict, record: bool = True) -> None:
         for kind, node, op, reads, attrs, out in self.steps:
             if kind == "guard":
-                ok, seen = _guard_holds(node.attrs["kind"], node.attrs["expected"], vals[op])
-                if not ok:
-                    raise GuardMiss(node, seen)
+                check_guard(node, vals[op]._data)
                 continue
             STATE.grad_enabled = node.grad_mode and record
             if kind == "region":

@@ -103,7 +103,7 @@ def _trace_joint(forward: Graph, inputs: list):
     try:
         with enable_grad():
             # sizes stay symbolic in the replay: bind the forward's symbols to ours
-            env = {sym: rec.shape_of(xs[i])[d] for i, d, sym in _bindings(forward)}
+            env = {sym: rec.shape_of(xs[i])[d] for i, d, sym in forward.size_bindings()}
             outs = Interpreter(forward).run(xs, env)
             float_outs = [k for k, o in enumerate(outs) if o.is_floating_point()]
             STATE.capture = None
@@ -177,20 +177,6 @@ def _subgraph(src: Graph, name: str, inputs: list, nodes: list, outputs: list) -
         mapping.update(zip(node.outputs, new.outputs))
     g.outputs = [mapping[v] for v in outputs]
     return g
-
-
-def _bindings(graph):
-    """(input index, dim, symbol) for every plain-symbol size of the graph's inputs."""
-    from ..ir.symbolic import SymInt
-
-    out = []
-    for i, v in enumerate(graph.inputs):
-        for d, size in enumerate(v.shape):
-            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
-                (mono, coef), = size.poly.items()
-                if len(mono) == 1 and coef == 1:
-                    out.append((i, d, mono[0]))
-    return out
 
 
 FRESH_MIN_SIZE = 1 << 16
