@@ -214,7 +214,8 @@ def generate_row(region: Graph) -> str:
         emit_ready_row_nodes()
         init, combine, finish = _COMBINE[OPS[node.op].expr]
         x = node.inputs[0]
-        # sums accumulate in float64; max/min are exact in the value's own type
+        # sums accumulate in float64 (float32 for short float32 rows, below); max/min are
+        # exact in the value's own type
         acc_type = "np.float64" if node.outputs[0].dtype.category == 2 and \
             OPS[node.op].expr in ("+", "+/n", "*") else _NP_TYPES[node.outputs[0].dtype.name]
         body = column_pass([x])

@@ -1,8 +1,8 @@
 """Fusion: chains of elementwise ops (with broadcasting) become one `fused` node, and
 reductions over the last dimension join them as row kernels (softmax, layer norm,
 sums of squares: reduce a row, then keep computing with the result). Sums over all
-rows (bias and norm-weight gradients) join a row kernel too, as per-thread
-accumulators.
+rows (bias and norm-weight gradients) join a row kernel too, as per-block partial
+sums.
 
 A fused node holds its ops as a region (a sub-graph); code generators turn each
 region into one kernel. Why two adjacent ops were not fused is recorded in the
@@ -49,8 +49,9 @@ def _row_reduction(node) -> bool:
 
 def column_sum(node) -> bool:
     """`sum_to` a shape [N] from [..., N]: a sum over every row (the gradient of a bias or
-    a norm's weight). It fuses into a row kernel, which adds each row into per-thread
-    accumulators as it goes, instead of writing the summed value out and reading it back."""
+    a norm's weight). It fuses into a row kernel, which adds each row into the partial
+    sums of its block of rows as it goes, instead of writing the summed value out and
+    reading it back."""
     from .rewrite import same_dim
 
     if node.op != "sum_to" or not node.inputs or not isinstance(node.inputs[0], Value):
