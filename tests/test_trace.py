@@ -11,6 +11,14 @@ import tracejit as tj
 from tracejit import nn
 
 
+@pytest.fixture(autouse=True, params=["interpret", "numba"])
+def backend(request, monkeypatch):
+    """Every behaviour holds on both backends: the interpreter (graph replayed through
+    eager dispatch) and numba (host programs, kernels, the compiled backward)."""
+    monkeypatch.setenv("TRACEJIT_BACKEND", request.param)
+    return request.param
+
+
 def same(a, b):
     if isinstance(a, (tuple, list)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
