@@ -144,7 +144,7 @@ def run() -> dict:
     step, traced = make_tracejit("numba")
     step(tx, ty)
     res["tracejit traced"] = median_time(lambda: step(tx, ty), repeat=5)
-    assert traced.stats["compiles"] == 1 and traced.traces[0]._backward is not None
+    assert traced.stats["compiles"] == 1 and traced.traces[0].backwards
     eager_step, _ = make_tracejit("eager")
     res["tracejit eager"] = median_time(lambda: eager_step(tx, ty), repeat=5)
     torch = try_import_torch()

@@ -149,3 +149,127 @@ def test_changing_a_returned_value_in_place_before_backward_is_an_error():
     y.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation: an output"):
         y.sum().backward()
+
+
+def _lstm_step(cell):
+    def step(x, h, c):
+        h2, c2 = cell(x, (h, c))
+        return (h2 * c2).sum()
+    return step
+
+
+MODELS = {  # name: (build, example input shapes, loss from the output)
+    "mlp": (lambda: nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 4), nn.Tanh()),
+            [(3, 6)]),
+    "layer_norm": (lambda: nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.ReLU()),
+                   [(3, 6)]),
+    "softmax_head": (lambda: nn.Sequential(nn.Linear(6, 5), nn.Sigmoid(), nn.Softmax(-1)),
+                     [(3, 6)]),
+    "gru_cell": (lambda: nn.GRUCell(6, 7), [(3, 6), (3, 7)]),
+    "embedding": (lambda: nn.Sequential(nn.Embedding(10, 6), nn.Linear(6, 3)), None),
+}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_traced_modules_train_like_eager_on_new_batch_sizes(name):
+    tj.manual_seed(0)
+    build, shapes = MODELS[name]
+    model = build()
+
+    def inputs(batch):
+        if shapes is None:  # token ids
+            return [tj.randint(0, 10, (batch, 4))]
+        return [tj.randn(*((batch,) + s[1:]), requires_grad=True) for s in shapes]
+
+    traced = tj.trace(model, tuple(inputs(3)), backend="numba")
+    for batch in (5, 64, 1):
+        xs = inputs(batch)
+        for mode in ("traced", "eager"):
+            model.zero_grad()
+            for x in xs:
+                x.grad = None
+            out = (traced if mode == "traced" else model)(*xs)
+            (out * out).sum().backward()
+            grads = [p.grad.clone() for p in model.parameters()] + [
+                x.grad.clone() for x in xs if x.requires_grad]
+            if mode == "traced":
+                got, value = grads, out.detach().clone()
+        np.testing.assert_allclose(value.numpy(), out.detach().numpy(), rtol=1e-5, atol=1e-6)
+        for g, w in zip(got, grads):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+    # batch 1 is a new trace (a size of 1 broadcasts); its first call runs while tracing
+    assert traced.stats["backward_kernels"] == 2 and traced.stats["backward_replays"] == 0
+
+
+def test_a_traced_lstm_step_trains_like_eager():
+    tj.manual_seed(0)
+    cell = nn.LSTMCell(5, 6)
+    step = _lstm_step(cell)
+    traced = tj.trace(step, (tj.randn(2, 5), tj.randn(2, 6, requires_grad=True), tj.randn(2, 6)),
+                      backend="numba")
+    x, h, c = tj.randn(9, 5), tj.randn(9, 6, requires_grad=True), tj.randn(9, 6)
+    traced(x, h, c).backward()
+    got = [p.grad.clone() for p in cell.parameters()] + [h.grad.clone()]
+    cell.zero_grad()
+    h.grad = None
+    step(x, h, c).backward()
+    for g, w in zip(got, [p.grad for p in cell.parameters()] + [h.grad]):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+    assert traced.stats["backward_kernels"] == 1
+
+
+class _Double(tj.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_a_custom_function_with_gradients_makes_the_call_run_eagerly():
+    def f(x):
+        return _Double.apply(x.tanh()).sum()
+
+    with pytest.warns(RuntimeWarning, match="autograd.Function _Double"):
+        t = tj.trace(f, (tj.randn(3, requires_grad=True),), backend="numba")
+    x = tj.randn(5, requires_grad=True)
+    t(x).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - np.tanh(x.detach().numpy()) ** 2),
+                               rtol=1e-5)
+    assert not t.traces
+
+
+def test_sizes_only_the_backward_decides_are_guarded_before_its_forward_part_runs(
+        monkeypatch):
+    """A vjp rule that decides on sizes (here: mul's, made to compare the rows of its
+    first input with the last size of its second) specialises the compiled backward —
+    and its forward part — to that answer; a call with the other answer gets its own."""
+    from tracejit.ops import OPS
+
+    rule = OPS.mul.vjp
+    decisions = []
+
+    def deciding_rule(g, out, x, y):
+        if hasattr(x, "shape") and hasattr(y, "shape") and x.ndim == 2 and y.ndim == 1:
+            decisions.append(x.shape[0] == y.shape[-1])
+        return rule(g, out, x, y)
+
+    monkeypatch.setattr(OPS.mul, "vjp", deciding_rule)
+
+    def f(x, w):
+        return (x * w).tanh().sum()
+
+    t = tj.trace(f, (tj.randn(3, 4, requires_grad=True), tj.randn(4, requires_grad=True)),
+                 backend="numba")
+    for rows in (4, 6, 4, 6, 8):     # rows == len(w) and rows != len(w) alternate
+        x, w = tj.randn(rows, 4, requires_grad=True), tj.randn(4, requires_grad=True)
+        t(x, w).backward()
+        gx, gw = x.grad.clone(), w.grad.clone()
+        x.grad = w.grad = None
+        f(x, w).backward()
+        np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gw.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(t.traces[0].backwards) == 2  # one per answer to rows == len(w)
+    assert t.stats["backward_kernels"] == 5 and t.stats["compiles"] == 1

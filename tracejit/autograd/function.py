@@ -111,6 +111,10 @@ class Function:
         ctx = FunctionCtx()
         ctx._name = cls.__name__ + "Backward"
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        if STATE.capture is not None and STATE.grad_enabled and any(ctx.needs_input_grad):
+            # its backward is arbitrary Python, which a trace cannot replay: the call
+            # finishes eagerly (the trace is dropped, with a warning)
+            STATE.capture.unsupported(f"autograd.Function {cls.__name__} (with gradients)")
         prev = STATE.grad_enabled
         STATE.grad_enabled = False
         try:

@@ -170,10 +170,13 @@ class OpNode(Node):
             if gi is not None and m is not None:
                 d = gi._data
                 shape = tuple(gi.shape) if tracing else d.shape
-                if shape != m[0] or d.dtype is not m[1]:  # undo broadcasting / promotion
+                # ranks first: comparing the sizes of different ranks pairwise would, while
+                # tracing, record guards relating unrelated sizes
+                reduce = len(shape) != len(m[0]) or shape != m[0]
+                if reduce or d.dtype is not m[1]:  # undo broadcasting / promotion
                     if fixed is None:
                         fixed = list(result)
-                    if shape != m[0]:
+                    if reduce:
                         gi = _F.sum_to(gi, m[0])
                     if gi._data.dtype is not m[1]:
                         gi = _F.cast(gi, _from_np[m[1]])

@@ -60,6 +60,9 @@ class BackwardTrace:
         self.fwd_runner = _runner(self.fwd_stages[-1][1], backend, self.fwd_bindings)
         self.bwd_runner = _runner(self.graph, backend, self.bindings)
         self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False)  # sizes and types only
+        # the sizes the forward part was specialised to (the joint trace may have decided
+        # more about the inputs' sizes than the forward trace did)
+        self.fwd_guards = EntryGuards(rec, 0, {}, [], grad_mode=False, n_inputs=n_in)
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""

@@ -29,14 +29,20 @@ class Guard:
 
 class EntryGuards:
     def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list,
-                 grad_mode: bool = True):
+                 grad_mode: bool = True, n_inputs: int | None = None):
+        """`n_inputs`: check only the first inputs and the size relations among them."""
+        import re
+
         self.guards: list[Guard] = []
         self.checks: list[tuple[str, Guard]] = []   # (python condition, guard)
         ns = {"Tensor": Tensor, "MISSING": MISSING}
         graph = recorder.graph
         names = recorder.letters
+        n_inputs = len(graph.inputs) if n_inputs is None else n_inputs
+        bindings = [b for b in recorder.bindings if b[0] < n_inputs]
+        bound = {sym for _, _, sym in bindings}
         lines = []
-        for i, (t, v) in enumerate(zip(recorder.inputs, graph.inputs)):
+        for i, (t, v) in enumerate(zip(recorder.inputs[:n_inputs], graph.inputs)):
             a, d = f"a{i}", f"d{i}"
             ns[f"DT{i}"] = t._data.dtype
             label = v.name
@@ -54,11 +60,12 @@ class EntryGuards:
         if grad_mode:
             self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
                       Guard(f"grad mode is {'enabled' if recorder.grad_mode else 'disabled'}"))
-        for index, dim, sym in recorder.bindings:
+        for index, dim, sym in bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         for g in recorder.shape_guards.values():
-            self._add(lines, f"(({g.source}) == {g.expected!r})",
-                      Guard(g.describe(names), g.where))
+            if set(re.findall(r"\bs\d+\b", g.source)) <= bound:
+                self._add(lines, f"(({g.source}) == {g.expected!r})",
+                          Guard(g.describe(names), g.where))
         for i, value in arg_consts.items():
             ns[f"C{i}"] = value
             self._add(lines, f"type(p{i}) is type(C{i}) and p{i} == C{i}",
@@ -71,7 +78,7 @@ class EntryGuards:
                 get = f"H{k}.get({name!r}, MISSING)"
             self._add(lines, f"type({get}) is type(V{k}) and {get} == V{k}",
                       Guard(f"{what} == {value!r}"))
-        params = ", ".join([f"a{i}" for i in range(len(graph.inputs))] +
+        params = ", ".join([f"a{i}" for i in range(n_inputs)] +
                            [f"p{i}" for i in range(n_args)])
         body = [f"def check({params}):"]
         for stmt, guard in lines:

@@ -23,6 +23,7 @@ from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
 
 DEFAULT_BUDGET = 8
+BACKWARD_BUDGET = 4  # compiled backwards per trace (for size relations only they decide)
 _FLAT = {Tensor, int, float, bool, str, type(None)}
 
 
@@ -78,8 +79,8 @@ class Trace:
         self.backend = backend
         self.runner = Interpreter(self.graph, backend)
         self._program = _UNSET  # the host program for calls that record no gradient
-        self._backward = None     # BackwardTrace, built at the first call recording grads
-        self.stats: dict = {}     # the owning TracedFunction's stats (set by it)
+        self.backwards: list = []  # BackwardTraces, built by calls recording gradients
+        self.stats: dict = {}      # the owning TracedFunction's stats (set by it)
         self._backward_failed = False
 
     def value_guards(self) -> list[Guard]:
@@ -107,14 +108,24 @@ class Trace:
         return self.runner.run(tensors, env)
 
     def backward_trace(self, tensors: list):
-        """The compiled backward (built on first need), or None if it cannot be traced."""
-        if self._backward is None and not self._backward_failed:
-            try:
-                self._backward = BackwardTrace(self.graph, tensors, self.backend)
-            except Exception as err:  # noqa: BLE001 — gradients then replay the forward
-                self._backward_failed = True
-                log("recompiles", f"{self.graph.name}: backward not traced ({err})")
-        return self._backward
+        """The compiled backward whose size guards these inputs pass (built on first need,
+        up to BACKWARD_BUDGET of them), or None: the call then records eager autograd."""
+        for bt in self.backwards:
+            if bt.fwd_guards.check(*tensors):
+                return bt
+        if self._backward_failed or len(self.backwards) >= BACKWARD_BUDGET:
+            return None
+        try:
+            bt = BackwardTrace(self.graph, tensors, self.backend)
+        except Exception as err:  # noqa: BLE001 — gradients then replay the forward
+            self._backward_failed = True
+            log("recompiles", f"{self.graph.name}: backward not traced ({err})")
+            return None
+        self.backwards.append(bt)
+        if len(self.backwards) > 1:
+            log("recompiles", f"{self.graph.name}: backward {len(self.backwards)} traced "
+                              f"for other sizes")
+        return bt
 
     def replay_gradients(self, tensors: list, grad_outputs: list, diff: list) -> list:
         """Input gradients by replaying the forward through eager autograd (exact, and
@@ -337,8 +348,8 @@ class TracedFunction:
     def backward_graph(self):
         """The optimised backward graph of the first trace (built by its first call that
         records gradients on the numba backend), or None before that."""
-        bt = self.traces[0]._backward if self.traces else None
-        return bt.graph if bt is not None else None
+        bts = self.traces[0].backwards if self.traces else []
+        return bts[0].graph if bts else None
 
     @property
     def guards(self) -> list[Guard]:

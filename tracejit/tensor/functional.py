@@ -419,7 +419,7 @@ def expand(input, *sizes):
 
 def expand_to(input, shape: tuple):
     """`expand` to a full target shape, without -1 handling (for gradient rules)."""
-    if tuple(input.shape) == shape:
+    if input.ndim == len(shape) and tuple(input.shape) == tuple(shape):  # ranks first
         return input
     return apply(OPS.expand, input, shape=shape)
 
@@ -435,7 +435,7 @@ def broadcast_to(input, shape):
 def sum_to(input, shape):
     """Sum a broadcast tensor back down to `shape` (used by gradients of broadcasting)."""
     shape = tuple(shape)
-    if tuple(input.shape) == shape:
+    if input.ndim == len(shape) and tuple(input.shape) == shape:  # ranks first (no guard)
         return input
     return apply(OPS.sum_to, input, shape=shape)
 
