@@ -199,6 +199,8 @@ def test_traced_modules_train_like_eager_on_new_batch_sizes(name):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
     # batch 1 is a new trace (a size of 1 broadcasts); its first call runs while tracing
     assert traced.stats["backward_kernels"] == 2 and traced.stats["backward_replays"] == 0
+    # what the backward decided about sizes, the forward trace's guards already imply
+    assert all(bt.fwd_guards is None for tr in traced.traces for bt in tr.backwards)
 
 
 def test_a_traced_lstm_step_trains_like_eager():
@@ -272,4 +274,5 @@ def test_sizes_only_the_backward_decides_are_guarded_before_its_forward_part_run
         np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(gw.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert len(t.traces[0].backwards) == 2  # one per answer to rows == len(w)
+    assert all(bt.fwd_guards.n_relations == 1 for bt in t.traces[0].backwards)
     assert t.stats["backward_kernels"] == 5 and t.stats["compiles"] == 1

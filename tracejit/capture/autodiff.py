@@ -17,6 +17,7 @@ from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
+from ..ir.symbolic import SymInt
 from ..ir.passes import PassManager
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
@@ -39,7 +40,9 @@ def _cheap(node) -> bool:
 class BackwardTrace:
     """The partitioned joint graph of one trace: `forward` and `backward` parts."""
 
-    def __init__(self, forward: Graph, inputs: list, backend: str):
+    def __init__(self, forward: Graph, inputs: list, backend: str, known=None):
+        """`known`: (bindings, shape guards) of the forward trace, whose entry guards every
+        call using this backward has passed."""
         joint, out_values, self.diff, self.float_outs, rec = _trace_joint(forward, inputs)
         n_in = len(inputs)
         fwd_inputs = joint.inputs[:n_in]
@@ -61,8 +64,12 @@ class BackwardTrace:
         self.bwd_runner = _runner(self.graph, backend, self.bindings)
         self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False)  # sizes and types only
         # the sizes the forward part was specialised to (the joint trace may have decided
-        # more about the inputs' sizes than the forward trace did)
-        self.fwd_guards = EntryGuards(rec, 0, {}, [], grad_mode=False, n_inputs=n_in)
+        # more about the inputs' sizes than the forward trace did); the inputs' types are
+        # the forward trace's, whose entry guards a call has passed
+        implied, pinned = _implied(rec, n_in, forward, *known) if known else ((), ())
+        guards = EntryGuards(rec, 0, {}, [], grad_mode=False, n_inputs=n_in,
+                             sizes_only=True, skip=frozenset(implied) | frozenset(pinned))
+        self.fwd_guards = guards if guards.n_relations else None
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""
@@ -127,6 +134,48 @@ def _trace_joint(forward: Graph, inputs: list):
     rec.graph.outputs = [rec.value_of(g) for g in grads]
     rec.canonicalize_sizes()
     return rec.graph, out_values, diff, float_outs, rec
+
+
+_RELATIONS = {"==": lambda a, b: a == b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
+
+
+def _implied(rec, n_in: int, forward: Graph, fwd_bindings: list, fwd_guards) -> tuple:
+    """What the forward trace's guards already imply of the joint trace's guards about
+    the inputs: (sources of size relations, (input, dim) of pinned sizes). Sizes are
+    compared by class: equal sizes share a symbol, or a constant, in the forward graph's
+    input types; a relation the forward checked itself carries over as it is."""
+    def size_class(pos):
+        size = forward.inputs[pos[0]].shape[pos[1]]
+        return size.source() if isinstance(size, SymInt) else size
+
+    def relation(g, positions):
+        """(op, a, b, expected) over size classes, or None if a side is not an input's."""
+        if g.lhs not in positions:
+            return None
+        if g.rhs.lstrip("-").isdigit():
+            b = int(g.rhs)
+        elif g.rhs in positions:
+            b = size_class(positions[g.rhs])
+        else:
+            return None
+        return g.op, size_class(positions[g.lhs]), b, g.expected
+
+    fwd_pos = {sym: (i, d) for i, d, sym in fwd_bindings}
+    known = {r for r in (relation(g, fwd_pos) for g in fwd_guards) if r is not None}
+    joint_pos = {sym: (i, d) for i, d, sym in rec.bindings if i < n_in}
+    implied = set()
+    for g in rec.shape_guards.values():
+        r = relation(g, joint_pos)
+        if r is None or g.op not in _RELATIONS:
+            continue
+        op, a, b, expected = r
+        if r in known or (op == "==" and expected is True and a == b) or (
+                isinstance(a, int) and isinstance(b, int) and _RELATIONS[op](a, b) == expected):
+            implied.add(g.source)
+    pinned = {(i, d) for i, v in enumerate(rec.graph.inputs[:n_in])
+              for d, size in enumerate(v.shape)
+              if isinstance(size, int) and size_class((i, d)) == size}
+    return frozenset(implied), frozenset(pinned)
 
 
 def _split(joint: Graph, grad_inputs: list):

@@ -29,11 +29,15 @@ class Guard:
 
 class EntryGuards:
     def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list,
-                 grad_mode: bool = True, n_inputs: int | None = None):
-        """`n_inputs`: check only the first inputs and the size relations among them."""
+                 grad_mode: bool = True, n_inputs: int | None = None,
+                 sizes_only: bool = False, skip: frozenset = frozenset()):
+        """`n_inputs`: check only the first inputs and the size relations among them;
+        `sizes_only`: check sizes only (the caller has checked types); `skip`: size
+        relations (by source) and pinned sizes (by (input, dim)) known to hold already."""
         import re
 
         self.guards: list[Guard] = []
+        self.n_relations = 0                         # size relations checked
         self.checks: list[tuple[str, Guard]] = []   # (python condition, guard)
         ns = {"Tensor": Tensor, "MISSING": MISSING}
         graph = recorder.graph
@@ -51,11 +55,13 @@ class EntryGuards:
             what = (f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}, "
                     f"requires_grad={t.requires_grad}")
             lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))
-            self._add(lines, cond, Guard(what))
+            if not sizes_only:
+                self._add(lines, cond, Guard(what))
             for dim, size in enumerate(v.shape):
-                if isinstance(size, int):
+                if isinstance(size, int) and (i, dim) not in skip:
                     self._add(lines, f"{d}.shape[{dim}] == {size}",
                               Guard(f"{label}.shape[{dim}] == {size}"))
+                    self.n_relations += sizes_only
         ns["STATE"] = STATE
         if grad_mode:
             self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
@@ -63,9 +69,10 @@ class EntryGuards:
         for index, dim, sym in bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         for g in recorder.shape_guards.values():
-            if set(re.findall(r"\bs\d+\b", g.source)) <= bound:
+            if g.source not in skip and set(re.findall(r"\bs\d+\b", g.source)) <= bound:
                 self._add(lines, f"(({g.source}) == {g.expected!r})",
                           Guard(g.describe(names), g.where))
+                self.n_relations += 1
         for i, value in arg_consts.items():
             ns[f"C{i}"] = value
             self._add(lines, f"type(p{i}) is type(C{i}) and p{i} == C{i}",

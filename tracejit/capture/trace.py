@@ -74,6 +74,7 @@ class Trace:
         self.graph = self.stages[-1][1]
         self.guards = guards
         self.bindings = recorder.bindings
+        self.shape_guards = list(recorder.shape_guards.values())
         self.captured = recorder.inputs[n_user_tensors:]
         self.out_spec, self.out_others = out_spec, out_others
         self.backend = backend
@@ -111,12 +112,13 @@ class Trace:
         """The compiled backward whose size guards these inputs pass (built on first need,
         up to BACKWARD_BUDGET of them), or None: the call then records eager autograd."""
         for bt in self.backwards:
-            if bt.fwd_guards.check(*tensors):
+            if bt.fwd_guards is None or bt.fwd_guards.check(*tensors):
                 return bt
         if self._backward_failed or len(self.backwards) >= BACKWARD_BUDGET:
             return None
         try:
-            bt = BackwardTrace(self.graph, tensors, self.backend)
+            bt = BackwardTrace(self.graph, tensors, self.backend,
+                               (self.bindings, self.shape_guards))
         except Exception as err:  # noqa: BLE001 — gradients then replay the forward
             self._backward_failed = True
             log("recompiles", f"{self.graph.name}: backward not traced ({err})")
