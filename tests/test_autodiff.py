@@ -276,3 +276,13 @@ def test_sizes_only_the_backward_decides_are_guarded_before_its_forward_part_run
     assert len(t.traces[0].backwards) == 2  # one per answer to rows == len(w)
     assert all(bt.fwd_guards.n_relations == 1 for bt in t.traces[0].backwards)
     assert t.stats["backward_kernels"] == 5 and t.stats["compiles"] == 1
+
+
+def test_explain_reports_the_compiled_backward_and_its_fusion_decisions():
+    m = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16))
+    t = tj.trace(m, (tj.randn(3, 8, requires_grad=True),), backend="numba")
+    t(tj.randn(5, 8, requires_grad=True)).sum().backward()
+    report = t.explain()
+    assert "compiled backward 1: autodiff (" in report and "-> fuse (" in report
+    assert "a sum over all rows is complete only when its row kernel ends" in report
+    assert "size guards the backward added" not in report  # none beyond the forward's

@@ -370,6 +370,15 @@ class TracedFunction:
             if tr.graph.notes:
                 lines.append("  fusion decisions:")
                 lines += [f"  - {n}" for n in tr.graph.notes]
+            for j, bt in enumerate(tr.backwards, 1):
+                passes = " -> ".join(f"{name} ({len(g.nodes)})" for name, g, _ in bt.stages)
+                lines.append(f"  compiled backward {j}: {passes} nodes")
+                if bt.fwd_guards is not None:
+                    lines.append("    size guards the backward added:")
+                    lines += [f"    - {g}" for g in bt.fwd_guards.guards]
+                if bt.graph.notes:
+                    lines.append("    fusion decisions:")
+                    lines += [f"    - {n}" for n in bt.graph.notes]
         lines.append("\nevents:")
         lines += [f"  - {e}" for e in self.events]
         return "\n".join(lines)

@@ -148,7 +148,7 @@ def fuse(graph: Graph) -> Graph:
         return any(h in {find(x) for x in reach[id(m)]} for m in groups[g])
 
     frames: dict = {}        # row group -> (leading dims, row length)
-    terminal: set = set()    # values of a row group no member may consume (rank dropped)
+    terminal: dict = {}      # value of a row group no member may consume -> why
 
     def values_of(node):
         return [x for x in node.inputs if isinstance(x, Value)] + list(node.outputs)
@@ -157,8 +157,9 @@ def fuse(graph: Graph) -> Graph:
         """None if n may join group g, else the reason it may not."""
         from .rewrite import same_dim
 
-        if any(x in terminal for x in n.inputs if isinstance(x, Value)):
-            return "a reduction without keepdim ends its row kernel"
+        for x in n.inputs:
+            if isinstance(x, Value) and x in terminal:
+                return terminal[x]
         if column_sum(n):
             x = n.inputs[0]
             frame = frames.get(g) or (tuple(x.shape[:-1]), x.shape[-1])
@@ -230,8 +231,11 @@ def fuse(graph: Graph) -> Graph:
                 kinds[chosen] = "row"
                 frames.setdefault(chosen, (tuple(n.inputs[0].shape[:-1]),
                                            n.inputs[0].shape[-1]))
-                if column_sum(n) or (not n.attrs.get("keepdim") and n.op != "sum_to"):
-                    terminal.add(n.outputs[0])
+                if column_sum(n):
+                    terminal[n.outputs[0]] = ("a sum over all rows is complete only when its "
+                                              "row kernel ends")
+                elif not n.attrs.get("keepdim") and n.op != "sum_to":
+                    terminal[n.outputs[0]] = "a reduction without keepdim ends its row kernel"
     for n in nodes:  # a sum over the rows of a value that later kernels read
         if column_sum(n) and group(n) is None:
             later = _downstream(n, users)
@@ -255,8 +259,11 @@ def fuse(graph: Graph) -> Graph:
                 continue
             if not (_elementwise(n) or _row_reduction(n) or column_sum(n)) or \
                     not _elementwise(p):
+                pair = f"{p.op} -> {n.op} not fused: "
+                if any(note.startswith(pair) for note in notes):
+                    continue  # the pair's reason is noted already
                 blocker = p if not _elementwise(p) else n
-                notes.append(f"{p.op} -> {n.op} not fused: {_why_not(blocker)}")
+                notes.append(pair + _why_not(blocker))
     fused = {g: ns for g, ns in groups.items() if len(ns) >= 2}
     return _rebuild(graph, fused, kinds, group_of, index, users, external, notes)
 
