@@ -13,6 +13,8 @@ part.
 """
 from __future__ import annotations
 
+import re
+
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
 from ..backends.interpret import Interpreter
@@ -62,14 +64,21 @@ class BackwardTrace:
         self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
         self.fwd_runner = _runner(self.fwd_stages[-1][1], backend, self.fwd_bindings)
         self.bwd_runner = _runner(self.graph, backend, self.bindings)
-        self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False)  # sizes and types only
         # the sizes the forward part was specialised to (the joint trace may have decided
         # more about the inputs' sizes than the forward trace did); the inputs' types are
         # the forward trace's, whose entry guards a call has passed
         implied, pinned = _implied(rec, n_in, forward, *known) if known else ((), ())
         guards = EntryGuards(rec, 0, {}, [], grad_mode=False, n_inputs=n_in,
-                             sizes_only=True, skip=frozenset(implied) | frozenset(pinned))
+                             types_from=n_in, skip=frozenset(implied) | frozenset(pinned))
         self.fwd_guards = guards if guards.n_relations else None
+        # at backward time the inputs are the ones the forward part ran on (their versions
+        # are checked): what is left to check is the output gradients' types and sizes
+        fwd_symbols = {sym for i, _, sym in rec.bindings if i < n_in}
+        among_inputs = {g.source for g in rec.shape_guards.values()
+                        if set(re.findall(r"\bs\d+\b", g.source)) <= fwd_symbols}
+        fixed = {(i, d) for i in range(n_in) for d in range(len(joint.inputs[i].shape))}
+        self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False, types_from=n_in,
+                                  skip=frozenset(among_inputs) | frozenset(fixed))
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""

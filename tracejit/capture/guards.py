@@ -30,10 +30,11 @@ class Guard:
 class EntryGuards:
     def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list,
                  grad_mode: bool = True, n_inputs: int | None = None,
-                 sizes_only: bool = False, skip: frozenset = frozenset()):
+                 types_from: int = 0, skip: frozenset = frozenset()):
         """`n_inputs`: check only the first inputs and the size relations among them;
-        `sizes_only`: check sizes only (the caller has checked types); `skip`: size
-        relations (by source) and pinned sizes (by (input, dim)) known to hold already."""
+        `types_from`: the types of the inputs before this index are known (checked by the
+        caller); `skip`: size relations (by source) and pinned sizes (by (input, dim))
+        known to hold already."""
         import re
 
         self.guards: list[Guard] = []
@@ -55,13 +56,13 @@ class EntryGuards:
             what = (f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}, "
                     f"requires_grad={t.requires_grad}")
             lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))
-            if not sizes_only:
+            if i >= types_from:
                 self._add(lines, cond, Guard(what))
             for dim, size in enumerate(v.shape):
                 if isinstance(size, int) and (i, dim) not in skip:
                     self._add(lines, f"{d}.shape[{dim}] == {size}",
                               Guard(f"{label}.shape[{dim}] == {size}"))
-                    self.n_relations += sizes_only
+                    self.n_relations += 1
         ns["STATE"] = STATE
         if grad_mode:
             self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
@@ -87,9 +88,18 @@ class EntryGuards:
                       Guard(f"{what} == {value!r}"))
         params = ", ".join([f"a{i}" for i in range(n_inputs)] +
                            [f"p{i}" for i in range(n_args)])
-        body = [f"def check({params}):"]
-        for stmt, guard in lines:
-            body.append(f"    {stmt}" if guard is None else f"    if not ({stmt}): return False")
+        kept, needed = [], set()
+        for stmt, guard in reversed(lines):  # assignments only where a check reads them
+            if guard is None:
+                name, value = stmt.split(" = ", 1)
+                if name not in needed:
+                    continue
+                kept.append(f"    {stmt}")
+                needed |= set(re.findall(r"\b[ds]\d+\b", value))
+            else:
+                kept.append(f"    if not ({stmt}): return False")
+                needed |= set(re.findall(r"\b[ds]\d+\b", stmt))
+        body = [f"def check({params}):"] + kept[::-1]
         body.append("    return True")
         self.source = "\n".join(body)
         exec(compile(self.source, f"<guards of {graph.name}>", "exec"), ns)  # noqa: S102
