@@ -8,6 +8,7 @@ generated as straight-line Python source (a few microseconds per call).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..autograd.grad_mode import STATE
@@ -35,11 +36,8 @@ class EntryGuards:
         `types_from`: the types of the inputs before this index are known (checked by the
         caller); `skip`: size relations (by source) and pinned sizes (by (input, dim))
         known to hold already."""
-        import re
-
         self.guards: list[Guard] = []
-        self.n_relations = 0                         # size relations checked
-        self.checks: list[tuple[str, Guard]] = []   # (python condition, guard)
+        self.n_relations = 0                         # size checks (static sizes, relations)
         ns = {"Tensor": Tensor, "MISSING": MISSING}
         graph = recorder.graph
         names = recorder.letters
