@@ -286,3 +286,13 @@ def test_explain_reports_the_compiled_backward_and_its_fusion_decisions():
     assert "compiled backward 1: autodiff (" in report and "-> fuse (" in report
     assert "a sum over all rows is complete only when its row kernel ends" in report
     assert "size guards the backward added" not in report  # none beyond the forward's
+
+
+def test_an_input_the_output_does_not_depend_on_gets_no_gradient():
+    t = tj.trace(lambda x, unused: (x * x).sum(),
+                 (tj.randn(3, requires_grad=True), tj.randn(3, requires_grad=True)),
+                 backend="numba")
+    x, unused = tj.randn(5, requires_grad=True), tj.randn(5, requires_grad=True)
+    t(x, unused).backward()
+    assert unused.grad is None and t.stats["backward_kernels"] == 1
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)

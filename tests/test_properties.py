@@ -49,3 +49,54 @@ def test_traced_kernels_match_eager_for_any_shapes(shapes, c):
     x = tj.from_numpy(rng.standard_normal(shapes[0]).astype(np.float32))
     y = tj.from_numpy(rng.standard_normal(shapes[1]).astype(np.float32))
     np.testing.assert_allclose(traced(x, y).numpy(), f(x, y).numpy(), rtol=2e-5, atol=2e-6)
+
+
+UNARY = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(),
+         "relu": lambda a: a.relu(), "neg": lambda a: -a, "square": lambda a: a * a,
+         "softmax": lambda a: a.softmax(-1), "center": lambda a: a - a.mean(-1, keepdim=True),
+         "rowsum": lambda a: a.sum(-1, keepdim=True) * 0.1 + a}
+BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "div": lambda a, b: a / (b * b + 1)}
+
+
+@st.composite
+def programs(draw):
+    """A random chain over x [R, N], y (broadcastable to it) and w [N]."""
+    steps = draw(st.lists(st.one_of(
+        st.tuples(st.just("u"), st.sampled_from(sorted(UNARY))),
+        st.tuples(st.just("b"), st.sampled_from(sorted(BINARY)), st.sampled_from("xyw"))),
+        min_size=2, max_size=6))
+    return steps
+
+
+def _run(steps, x, y, w):
+    h, env = x, {"x": x, "y": y, "w": w}
+    for step in steps:
+        h = UNARY[step[1]](h) if step[0] == "u" else BINARY[step[1]](h, env[step[2]])
+    return (h * h).sum()
+
+
+@settings(max_examples=15, deadline=None)
+@given(programs(), st.sampled_from([(3, 5), (40, 7)]), st.booleans())
+def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_is_column):
+    rng = np.random.default_rng(2)
+    rows, n = shape
+    y_shape = (rows, 1) if y_is_column else (n,)
+
+    def tensors(r):
+        return [tj.from_numpy(rng.standard_normal(s).astype(np.float32)).requires_grad_()
+                for s in ((r, n), y_shape if not y_is_column else (r, 1), (n,))]
+
+    traced = tj.trace(lambda x, y, w: _run(steps, x, y, w), tuple(tensors(rows)),
+                      backend="numba")
+    args = tensors(rows + 2)  # another batch size: the same trace
+    traced(*args).backward()
+    got = [None if a.grad is None else a.grad.clone() for a in args]
+    for a in args:
+        a.grad = None
+    _run(steps, *args).backward()
+    for g, a in zip(got, args):
+        assert (g is None) == (a.grad is None)  # unused inputs get no gradient in both
+        if g is not None:
+            np.testing.assert_allclose(g.numpy(), a.grad.numpy(), rtol=2e-4, atol=2e-5)
+    assert traced.stats["backward_kernels"] == 1

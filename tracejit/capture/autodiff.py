@@ -22,7 +22,7 @@ from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt
 from ..ir.passes import PassManager
 from ..ops import OPS
-from ..ops.registry import ELEMENTWISE
+from ..ops.registry import CREATION, ELEMENTWISE
 from ..tensor.creation import zeros
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import FreshTensor, Tensor, _make
@@ -32,11 +32,13 @@ from .recorder import Recorder
 
 def _cheap(node) -> bool:
     """Recomputed in the backward rather than saved by the forward: elementwise ops
-    (fused into the backward's kernels) and views (free)."""
+    (fused into the backward's kernels), views (free) and constants (zeros for an
+    unused input's gradient)."""
     if node.op not in OPS:
         return False
     op = OPS[node.op]
-    return op.kind == ELEMENTWISE or (op.view and node.op != "getitem")
+    return op.kind == ELEMENTWISE or (op.view and node.op != "getitem") or (
+        op.kind == CREATION and not any(isinstance(x, Value) for x in node.inputs))
 
 
 class BackwardTrace:
@@ -50,7 +52,8 @@ class BackwardTrace:
         fwd_inputs = joint.inputs[:n_in]
         grad_inputs = joint.inputs[n_in:]
         fwd_nodes, bwd_nodes = _split(joint, grad_inputs)
-        recompute, saved = _plan(fwd_nodes, bwd_nodes, set(fwd_inputs), set(out_values))
+        recompute, saved = _plan(fwd_nodes, bwd_nodes, set(fwd_inputs), set(out_values),
+                                 joint.outputs)
         self.forward_graph = _subgraph(joint, forward.name + "_fwd", fwd_inputs, fwd_nodes,
                                        out_values + saved)
         self.recorded = _subgraph(joint, forward.name + "_backward",
@@ -132,13 +135,15 @@ def _trace_joint(forward: Graph, inputs: list):
             STATE.capture = rec
             pairs = [(outs[k], g) for k, g in zip(float_outs, gs) if outs[k].requires_grad]
             grads = autograd_grad([o for o, _ in pairs], [xs[i] for i in diff],
-                                  [g for _, g in pairs], materialize_grads=True,
-                                  allow_unused=True) if pairs else []
+                                  [g for _, g in pairs], allow_unused=True) if pairs else []
     finally:
         STATE.capture = None
     rec.closed = True
     if rec.aborted or len(grads) != len(diff):
         raise RuntimeError(f"backward of {forward.name} could not be traced: {rec.aborted}")
+    # an input no output depends on gets no gradient (and no edge), as in eager autograd
+    diff = [i for i, g in zip(diff, grads) if g is not None]
+    grads = [g for g in grads if g is not None]
     out_values = [rec.value_of(o) for o in outs]
     rec.graph.outputs = [rec.value_of(g) for g in grads]
     rec.canonicalize_sizes()
@@ -200,12 +205,15 @@ def _split(joint: Graph, grad_inputs: list):
     return fwd, bwd
 
 
-def _plan(fwd_nodes, bwd_nodes, inputs: set, outputs: set = frozenset()):
+def _plan(fwd_nodes, bwd_nodes, inputs: set, outputs: set = frozenset(),
+          grads: list = ()):
     """(forward nodes the backward recomputes, forward values it needs saved). A value the
-    forward returns anyway is saved rather than recomputed: it costs no extra memory."""
+    forward returns anyway is saved rather than recomputed: it costs no extra memory.
+    `grads` (the joint graph's outputs) are needed too, even when they do not depend on
+    the output gradients (zeros for an input that does not reach the outputs)."""
     producer = {v: n for n in fwd_nodes for v in n.outputs}
     recompute, saved, seen = {}, {}, set()
-    stack = [x for n in bwd_nodes for x in n.inputs if isinstance(x, Value)]
+    stack = [x for n in bwd_nodes for x in n.inputs if isinstance(x, Value)] + list(grads)
     while stack:
         v = stack.pop()
         if v in seen or v in inputs or v not in producer:
