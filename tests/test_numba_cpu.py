@@ -280,3 +280,19 @@ def test_row_sums_stay_accurate(n):
     want = a.astype(np.float64).mean(-1, keepdims=True) + a.astype(np.float64).sum(
         -1, keepdims=True)
     np.testing.assert_allclose(t(tj.from_numpy(a)).numpy(), want, rtol=2e-6)
+
+
+def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
+    def f(x, y):
+        s = y * y + 1                      # [N], computed inside the row kernel
+        h = x / s
+        return (h - h.mean(-1, keepdim=True)) * s, s * 2
+
+    t = traced(f, tj.randn(3, 5), tj.randn(5))
+    assert any(nd.op == "fused" and nd.attrs["kind"] == "row" and
+               any(len(v.shape) == 1 for v in nd.outputs) for nd in t.graph.nodes)
+    for rows in (5, 300):                  # the serial twin; threads
+        x, y = tj.randn(rows, 5), tj.randn(5)
+        for got, want in zip(t(x, y), f(x, y)):
+            assert tuple(got.shape) == tuple(want.shape)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)

@@ -28,6 +28,14 @@ def test_tanh_f32_error_over_the_float32_range():
     rel = np.abs(out - exact) / np.maximum(np.abs(exact), np.finfo(np.float32).tiny)
     assert rel.max() < 1e-6, rel.max()
     assert out.dtype == np.float32 and np.all(np.abs(out) <= 1)
+    # where tanh rounded to float32 is exactly +-1, so is this: its derivative 1 - t*t is
+    # then exactly 0, as in eager float32
+    saturated = np.abs(x) >= 9.02
+    assert np.all(np.abs(out[saturated]) == 1.0)
+    special = np.array([np.nan, np.inf, -np.inf], np.float32)
+    out = np.empty_like(special)
+    _apply_tanh(special, out)
+    assert np.isnan(out[0]) and out[1] == 1.0 and out[2] == -1.0
 
 
 def test_exp_f32_error_over_the_float32_range():

@@ -383,6 +383,11 @@ def _first_only(v: Value, rank: int) -> str:
     return " and ".join(skipped)
 
 
+def _broadcast_pick(v: Value) -> tuple:
+    """Per dimension of v: whether it spans the loop's dimension (else a literal 1)."""
+    return tuple(not (isinstance(size, int) and size == 1) for size in v.shape)
+
+
 def _broadcast_index(v: Value, rank: int) -> str:
     """Index expression reading input `v` inside a rank-`rank` loop nest."""
     if len(v.shape) > rank:
@@ -464,6 +469,10 @@ class RowKernel:
         self.columns = bool(summed)
         self.outputs = [(v.dtype.np, "column" if v in summed else "row" if _is_row_value(
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
+        # a per-element output smaller than the frame (a [N] value the same in every row):
+        # the kernel writes it at every position; it is read back from the first ones
+        self.partial = [None if kind != "element" else _broadcast_pick(v)
+                        for v, (_, kind, _) in zip(region.outputs, self.outputs)]
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -492,10 +501,16 @@ class RowKernel:
             kernel(rows, n, chunks, *outs, *ins, *zs)
         else:
             kernel(rows, n, *outs, *ins, *zs)
-        return [o.sum(0).astype(d) if kind == "column" else
-                o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
-                                  else ()))
-                for o, (d, kind, rank) in zip(outs, self.outputs)]
+        results = [o.sum(0).astype(d) if kind == "column" else
+                   o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
+                                     else ()))
+                   for o, (d, kind, rank) in zip(outs, self.outputs)]
+        for k, pick in enumerate(self.partial):
+            if pick is not None and (len(pick) < len(full) or not all(pick)):
+                index = (0,) * (len(full) - len(pick)) + tuple(
+                    slice(None) if whole else slice(0, 1) for whole in pick)
+                results[k] = results[k][index].copy()
+        return results
 
 
 # blocks of rows a kernel with column sums splits its rows into (one per thread)

@@ -33,12 +33,13 @@ _A13 = np.float32(-2.76076847742355e-16)
 _B0, _B2, _B4, _B6 = np.float32(4.89352518554385e-03), np.float32(2.26843463243900e-03), \
     np.float32(1.18534705686654e-04), np.float32(1.19825839466702e-06)
 _CLAMP = np.float32(7.90531110763549805)
+_SATURATED = np.float32(9.02)  # beyond this, tanh(x) rounded to float32 is exactly 1
 
 
 @numba.njit(inline="always", fastmath=False)
 def tanh_f32(x):
-    x = np.float32(x)
-    x = min(max(x, -_CLAMP), _CLAMP)
+    x0 = np.float32(x)
+    x = min(max(x0, -_CLAMP), _CLAMP)
     x2 = x * x
     p = x2 * _A13 + _A11
     p = x2 * p + _A9
@@ -50,7 +51,10 @@ def tanh_f32(x):
     q = x2 * _B6 + _B4
     q = x2 * q + _B2
     q = x2 * q + _B0
-    return p / q
+    # where float32 tanh is exactly +-1, so is this (its derivative 1 - t*t is then 0)
+    # (NaN compares false, so it takes the rational branch and stays NaN)
+    return (np.float32(1.0) if x0 > 0 else np.float32(-1.0)) if abs(x0) >= _SATURATED \
+        else p / q
 
 
 @intrinsic
