@@ -54,7 +54,10 @@ def test_traced_kernels_match_eager_for_any_shapes(shapes, c):
 UNARY = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(),
          "relu": lambda a: a.relu(), "neg": lambda a: -a, "square": lambda a: a * a,
          "softmax": lambda a: a.softmax(-1), "center": lambda a: a - a.mean(-1, keepdim=True),
-         "rowsum": lambda a: a.sum(-1, keepdim=True) * 0.1 + a}
+         "rowsum": lambda a: a.sum(-1, keepdim=True) * 0.1 + a,
+         "rowmax": lambda a: a - a.amax(-1, keepdim=True),
+         "logsumexp": lambda a: a.logsumexp(-1, keepdim=True) - a,
+         "norm": lambda a: tj.nn.functional.layer_norm(a, (a.shape[-1],))}
 BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
           "div": lambda a, b: a / (b * b + 1)}
 
@@ -94,7 +97,10 @@ def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_i
     traced = tj.trace(lambda x, y, w, m: _run(steps, x, y, w, m), tuple(tensors(rows)),
                       backend="numba")
     args = tensors(rows + 2)  # another batch size: the same trace
-    traced(*args).backward()
+    loss = traced(*args)
+    want_loss = _run(steps, *args)
+    np.testing.assert_allclose(loss.item(), want_loss.item(), rtol=1e-4, atol=1e-4)
+    loss.backward()
     got = [None if a.grad is None else a.grad.clone() for a in args]
     for a in args:
         a.grad = None
