@@ -84,15 +84,17 @@ def _run(steps, x, y, w, m):
 
 
 @settings(max_examples=15, deadline=None)
-@given(programs(), st.sampled_from([(3, 5), (40, 7)]), st.booleans())
+@given(programs(), st.sampled_from([(3, 5), (40, 7), (2, 3, 4)]), st.booleans())
 def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_is_column):
+    """x: [rows, *middle, n]; y: [n] or one value per row of the last two dimensions."""
     rng = np.random.default_rng(2)
-    rows, n = shape
-    y_shape = (rows, 1) if y_is_column else (n,)
+    rows, *middle, n = shape
+    middle = tuple(middle)
 
     def tensors(r):
+        y_shape = (middle + (1,) if middle else (r, 1)) if y_is_column else (n,)
         return [tj.from_numpy(rng.standard_normal(s).astype(np.float32)).requires_grad_()
-                for s in ((r, n), y_shape if not y_is_column else (r, 1), (n,), (n, n))]
+                for s in ((r,) + middle + (n,), y_shape, (n,), (n, n))]
 
     traced = tj.trace(lambda x, y, w, m: _run(steps, x, y, w, m), tuple(tensors(rows)),
                       backend="numba")
@@ -112,3 +114,8 @@ def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_i
             np.testing.assert_allclose(g.numpy(), want, rtol=2e-4,
                                        atol=2e-5 * max(1.0, float(np.abs(want).max())))
     assert traced.stats["backward_kernels"] == 1
+    with tj.no_grad():  # a trace of its own (grad mode is guarded): the host program alone
+        for batch in (rows + 1, rows + 3):
+            args = tensors(batch)
+            np.testing.assert_allclose(traced(*args).item(), _run(steps, *args).item(),
+                                       rtol=1e-4, atol=1e-4)
