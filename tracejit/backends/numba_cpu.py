@@ -463,11 +463,13 @@ class RowKernel:
         self.sizes = _size_codes(region)
         self.frame = [_shape_codes(v) for v in region.outputs + region.inputs
                       if v not in reduced]
+        # inputs: one value per row, per column (the same in every row), or per element
         self.row_inputs = ["row" if _is_row_value(v, reduced) else "column" if
                            _is_column_value(v) else "element" for v in region.inputs]
         summed = {n.outputs[0] for n in region.nodes if _is_column_sum(n)}
         self.columns = bool(summed)
-        self.outputs = [(v.dtype.np, "column" if v in summed else "row" if _is_row_value(
+        # outputs: one value per row, per element, or a sum over rows (per column)
+        self.outputs = [(v.dtype.np, "summed" if v in summed else "row" if _is_row_value(
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
         # a per-element output smaller than the frame (a [N] value the same in every row):
         # the kernel writes it at every position; it is read back from the first ones
@@ -494,14 +496,14 @@ class RowKernel:
                for a, kind in zip(arrays, self.row_inputs)]
         serial = rows * n < SERIAL_BELOW
         chunks = 1 if serial else max(1, min(THREADS, rows))
-        outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "column" else
+        outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "summed" else
                 np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
         kernel = self.module.row_serial if serial else self.module.row
         if self.columns:
             kernel(rows, n, chunks, *outs, *ins, *zs)
         else:
             kernel(rows, n, *outs, *ins, *zs)
-        results = [o.sum(0).astype(d) if kind == "column" else
+        results = [o.sum(0).astype(d) if kind == "summed" else
                    o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
                                      else ()))
                    for o, (d, kind, rank) in zip(outs, self.outputs)]
