@@ -172,6 +172,15 @@ def test_dump_command_on_the_example():
     assert "sizes: T == 784" in r.stdout
 
 
+def test_dump_command_shows_the_backward_and_the_generated_code():
+    r = subprocess.run([sys.executable, "-m", "tracejit", "dump", "examples/mlp.py:MLP",
+                        "--input", "f32[8,784]", "--backward", "--code"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "# graph MLP_backward  [after: fuse" in r.stdout
+    assert "# host program of MLP" in r.stdout and "@numba.njit(parallel=True" in r.stdout
+
+
 def test_dump_command_reports_bad_targets():
     r = subprocess.run([sys.executable, "-m", "tracejit", "dump", "examples/mlp.py:nothing"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -56,15 +56,28 @@ def _dump(args) -> int:
     if isinstance(obj, type) and issubclass(obj, tj.nn.Module):
         obj = obj()
     inputs = tuple(_parse_input(s) for s in args.input)
-    traced = tj.trace(obj, inputs)
+    backend = "numba" if args.code or args.backward else "auto"
+    if args.backward:  # float inputs require grad, so the trace records a backward
+        inputs = tuple(t.requires_grad_() if t.is_floating_point() else t for t in inputs)
+    traced = tj.trace(obj, inputs, backend=backend)
     stages = traced.traces[0].stages
     for _name, graph, _ in (stages if args.stages else stages[-1:]):
         print(graph.format(sources=args.sources))
         print()
+    if args.backward:
+        out = traced(*inputs)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        first.sum().backward()  # builds and runs the compiled backward
+        for _name, graph, _ in (traced.traces[0].backwards[0].stages if args.stages else
+                                [("", traced.backward_graph, 0)]):
+            print(graph.format(sources=args.sources))
+            print()
     if args.guards:
         print("\nguards:")
         for g in traced.guards:
             print(f"  - {g}")
+    if args.code:
+        print("\n" + traced.code)
     return 0
 
 
@@ -95,6 +108,10 @@ def main(argv=None) -> int:
                       help="an example input, e.g. f32[8,784] (repeat for each argument)")
     dump.add_argument("--sources", action="store_true", help="show the source line of nodes")
     dump.add_argument("--guards", action="store_true", help="list the trace's guards")
+    dump.add_argument("--backward", action="store_true",
+                      help="float inputs require grad: also print the compiled backward graph")
+    dump.add_argument("--code", action="store_true",
+                      help="print the generated host program and kernels (numba backend)")
     dump.add_argument("--stages", action="store_true",
                       help="print the graph after every pass, not only the last")
     cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
