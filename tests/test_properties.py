@@ -83,7 +83,7 @@ def _run(steps, x, y, w, m):
     return (h * h).sum()
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, derandomize=True)  # the same programs in CI
 @given(programs(), st.sampled_from([(3, 5), (40, 7), (2, 3, 4)]), st.booleans())
 def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_is_column):
     """x: [rows, *middle, n]; y: [n] or one value per row of the last two dimensions."""
