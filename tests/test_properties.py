@@ -119,3 +119,55 @@ def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_i
             args = tensors(batch)
             np.testing.assert_allclose(traced(*args).item(), _run(steps, *args).item(),
                                        rtol=1e-4, atol=1e-4)
+
+
+SHAPE_STEPS = {
+    "t": lambda a: a.transpose(-1, -2),
+    "flat": lambda a: a.reshape(a.shape[0], -1)[:, : a.shape[-1]],
+    "unsqueeze": lambda a: a.unsqueeze(0).squeeze(0),
+    "slice": lambda a: a[..., 1:],
+    "cat": lambda a: tj.cat([a, a * 2], dim=-1)[..., : a.shape[-1]],
+    "permute": lambda a: a.permute(*reversed(range(a.ndim))),
+    "tanh_exp": lambda a: a.tanh().exp(),
+    "sum0": lambda a: a.sum(0, keepdim=True) + a,
+    "center": lambda a: a - a.mean(-1, keepdim=True),
+    "expand": lambda a: a[..., :1].expand(*a.shape) + a,
+    "gather": lambda a: a[tj.tensor([0, 0])],
+}
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(sorted(SHAPE_STEPS)), min_size=1, max_size=5),
+       st.sampled_from([(3, 4), (2, 3, 4), (4, 6)]))
+def test_random_view_and_index_programs_train_like_eager(steps, shape):
+    """Views, slices up to a size, cat, indexing, expand and reductions, traced on the
+    numba backend and called at other batch sizes: values and input gradients."""
+    def f(x):
+        for s in steps:
+            x = SHAPE_STEPS[s](x)
+        return x
+
+    rng = np.random.default_rng(3)
+
+    def tensor(rows):
+        return tj.from_numpy(rng.standard_normal((rows,) + shape[1:]).astype(np.float32)
+                             ).requires_grad_()
+
+    x0 = tensor(shape[0])
+    try:
+        f(x0)
+    except (IndexError, RuntimeError, ValueError):
+        return  # a program that is an error in eager (a slice of an empty dimension)
+    traced = tj.trace(f, (x0,), backend="numba")
+    for rows in (shape[0] + 2, shape[0] + 3):
+        x = tensor(rows)
+        got, want = traced(x), f(x)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                                   atol=1e-5)
+        g = tj.from_numpy(rng.standard_normal(tuple(want.shape)).astype(np.float32))
+        got.backward(g)
+        gx = x.grad.clone()
+        x.grad = None
+        want.backward(g)
+        np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..ir.graph import GUARD, Graph, Value
-from ..ir.symbolic import SymInt, hint_of
+from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import AVal
 from ..tensor.dispatch import user_frame
@@ -212,6 +212,10 @@ class Recorder:
             node.metas = [m if m is None or not isinstance(a, Tensor) else
                           (tuple(self.value_of(a).shape), m[1], m[2])
                           for m, a in zip(node.metas, args)]
+            if self.allow_backward and has_sym(tuple(attrs.values())):
+                # ... and symbolic attributes (a slice up to a size): this node exists only
+                # for the backward being traced, which records what its rule computes
+                node.attrs = dict(attrs)
         if op.view and out._base is not None and not self.aborted:
             src = args[0]
             base, chain = self.view_chains.get(id(src), (src, ()))
