@@ -150,8 +150,13 @@ def generate_row(region: Graph) -> str:
     producer = {v: n for n in region.nodes for v in n.outputs}
     outs = [f"o{j}" for j in range(len(region.outputs))]
     ins = [f"i{j}" for j in range(len(region.inputs))]
-    # reassociation lets LLVM vectorise the accumulations; NaN/inf semantics are kept
-    lines = ["@numba.njit(parallel=True, cache=CACHE, fastmath={'reassoc', 'contract'})",
+    # reassociation lets LLVM vectorise the accumulations; NaN/inf semantics are kept.
+    # Contracting multiply-adds is faster, but whether LLVM contracts depends on the code
+    # around an expression, so a value recomputed in another pass could differ in its last
+    # bit: a kernel that compares such values (amax's mask `x == max`) goes without it.
+    flags = "{'reassoc'}" if any(n.op in OPS and OPS[n.op].jumps for n in region.nodes) else \
+        "{'reassoc', 'contract'}"
+    lines = [f"@numba.njit(parallel=True, cache=CACHE, fastmath={flags})",
              f"def row(rows, n, {', '.join(outs + ins + [z for _, z in size_params(region)])}):",
              "    for r in numba.prange(rows):"]
     lines += [f"        a{i} = i{i}[r, 0]" for i, is_row in enumerate(row_inputs) if is_row]

@@ -33,12 +33,22 @@ from .recorder import Recorder
 def _cheap(node) -> bool:
     """Recomputed in the backward rather than saved by the forward: elementwise ops
     (fused into the backward's kernels), views (free) and constants (zeros for an
-    unused input's gradient)."""
+    unused input's gradient) — except what jumps (see _jumps)."""
     if node.op not in OPS:
         return False
     op = OPS[node.op]
-    return op.kind == ELEMENTWISE or (op.view and node.op != "getitem") or (
+    return (op.kind == ELEMENTWISE and not _jumps(node)) or (
+        op.view and node.op != "getitem") or (
         op.kind == CREATION and not any(isinstance(x, Value) for x in node.inputs))
+
+
+def _jumps(node) -> bool:
+    """Comparisons and other discontinuous ops. A recomputed value can differ from the
+    forward's in its last bit (another kernel, another multiply-add contraction, numpy's
+    exp against the kernels'), which is harmless for arithmetic but flips a mask like
+    amax's `x == max` or abs'(x - min) at the minimum. So the backward reads saved
+    forward values wherever they meet such an op."""
+    return node.op in OPS and OPS[node.op].jumps
 
 
 class BackwardTrace:
@@ -53,7 +63,8 @@ class BackwardTrace:
         grad_inputs = joint.inputs[n_in:]
         fwd_nodes, bwd_nodes = _split(joint, grad_inputs)
         recompute, saved = _plan(fwd_nodes, bwd_nodes, set(fwd_inputs), set(out_values),
-                                 joint.outputs)
+                                 joint.outputs, {x for n in joint.nodes if _jumps(n)
+                                                 for x in n.inputs if isinstance(x, Value)})
         self.forward_graph = _subgraph(joint, forward.name + "_fwd", fwd_inputs, fwd_nodes,
                                        out_values + saved)
         self.recorded = _subgraph(joint, forward.name + "_backward",
@@ -206,11 +217,12 @@ def _split(joint: Graph, grad_inputs: list):
 
 
 def _plan(fwd_nodes, bwd_nodes, inputs: set, outputs: set = frozenset(),
-          grads: list = ()):
+          grads: list = (), exact: set = frozenset()):
     """(forward nodes the backward recomputes, forward values it needs saved). A value the
-    forward returns anyway is saved rather than recomputed: it costs no extra memory.
-    `grads` (the joint graph's outputs) are needed too, even when they do not depend on
-    the output gradients (zeros for an input that does not reach the outputs)."""
+    forward returns anyway is saved rather than recomputed: it costs no extra memory;
+    so is a value in `exact` (an operand of a discontinuous op, see _jumps). `grads` (the
+    joint graph's outputs) are needed too, even when they do not depend on the output
+    gradients (zeros for an input that does not reach the outputs)."""
     producer = {v: n for n in fwd_nodes for v in n.outputs}
     recompute, saved, seen = {}, {}, set()
     stack = [x for n in bwd_nodes for x in n.inputs if isinstance(x, Value)] + list(grads)
@@ -220,7 +232,7 @@ def _plan(fwd_nodes, bwd_nodes, inputs: set, outputs: set = frozenset(),
             continue
         seen.add(v)
         node = producer[v]
-        if _cheap(node) and node.op != GUARD and v not in outputs:
+        if _cheap(node) and node.op != GUARD and v not in outputs and v not in exact:
             recompute[id(node)] = node
             stack += [x for x in node.inputs if isinstance(x, Value)]
         else:

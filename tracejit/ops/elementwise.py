@@ -132,9 +132,9 @@ _unary("relu", _relu, "max({0}, 0)", lambda g, out, x: (F.threshold_backward(g, 
 _unary("erf", _erf, "math.erf({0})",
        lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
 _unary("sign", np.sign, "((0 < {0}) - ({0} < 0))", lambda g, out, x: (g * 0,), rule=PROMOTE,
-       saves=(), meta_inputs=False)
+       saves=(), meta_inputs=False, discontinuous=True)
 _unary("floor", np.floor, "math.floor({0})", lambda g, out, x: (g * 0,), rule=PROMOTE,
-       saves=(), meta_inputs=False)
+       saves=(), meta_inputs=False, discontinuous=True)
 _unary("logical_not", np.logical_not, "(not {0})", rule=LOGICAL, saves=())
 _unary("isnan", np.isnan, "math.isnan({0})", rule=COMPARE, saves=())
 _unary("isfinite", np.isfinite, "math.isfinite({0})", rule=COMPARE, saves=())
@@ -173,7 +173,7 @@ _binary("maximum", np.maximum, "max({0}, {1})",
 _binary("minimum", np.minimum, "min({0}, {1})",
         lambda g, out, x, y: (F.where(x <= y, g, 0), F.where(x > y, g, 0)))
 _binary("floor_divide", np.floor_divide, "({0} // {1})", saves=())
-_binary("remainder", np.remainder, "({0} % {1})", saves=())
+_binary("remainder", np.remainder, "({0} % {1})", saves=(), discontinuous=True)
 for _name, _ufunc, _sym in (("lt", np.less, "<"), ("le", np.less_equal, "<="),
                             ("gt", np.greater, ">"), ("ge", np.greater_equal, ">="),
                             ("eq", np.equal, "=="), ("ne", np.not_equal, "!=")):
@@ -192,7 +192,8 @@ _binary("sigmoid_backward", lambda g, y: g * (y * (1 - y)), "({0} * ({1} * (1 - 
         lambda gg, out, g, y: (F.sigmoid_backward(gg, y),
                                gg * g * (1 - 2 * y) if needs_grad(y) else None), rule=FLOAT)
 _binary("threshold_backward", lambda g, y: g * (y > 0), "({0} if {1} > 0 else 0)",
-        lambda gg, out, g, y: (F.threshold_backward(gg, y), None), rule=PROMOTE)
+        lambda gg, out, g, y: (F.threshold_backward(gg, y), None), rule=PROMOTE,
+        discontinuous=True)
 
 register("where", ELEMENTWISE, _where, _infer_where,
          lambda g, out, c, a, b: (None, F.where(c, g, 0) if needs_grad(a) else None,

@@ -78,11 +78,18 @@ class OpDef:
     involution: bool = False     # op(op(x)) == x with the same attributes (neg, transpose)
     noop: object = None          # "same_type": a no-op when the output type equals the
                                  # input's; or attrs -> bool (permute by identity dims)
+    discontinuous: bool = False  # jumps (sign, floor, a threshold): a last-bit change of
+                                 # an input can change the result (comparisons are too)
     view: bool = False           # result may alias the first input's memory
     data_dependent: bool = False  # output size depends on input values (shape rule: None)
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
     node_cls: type | None = field(default=None, repr=False)
     save_plans: dict = field(default_factory=dict, repr=False)  # cache for eager dispatch
+
+    @property
+    def jumps(self) -> bool:
+        """Discontinuous: comparisons, and ops marked `discontinuous`."""
+        return self.discontinuous or self.dtype_rule == COMPARE
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
