@@ -410,3 +410,25 @@ def test_rnn_dropout_between_layers_only_while_training():
     d1, _ = one(x)
     d2, _ = one(x)
     assert tj.equal(d1, d2)
+
+
+@pytest.mark.parametrize("kw", [{}, {"momentum": 0.9}])
+def test_sgd_steps_allocate_no_parameter_sized_temporaries(kw):
+    """Temporaries of a parameter's size, freed each step, make glibc return memory to
+    the system and the next step's arrays fault their pages in again; the update goes
+    through one reused scratch array instead."""
+    import tracemalloc
+
+    w = tj.zeros(1 << 20, requires_grad=True)    # 4 MB
+    opt = tj.optim.SGD([w], lr=0.1, **kw)
+    w.grad = tj.ones(1 << 20)
+    opt.step()                                   # the scratch (and momentum) made once
+    tracemalloc.start()
+    try:
+        opt.step()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < (1 << 20)  # well under the 4 MB one temporary would take
+    expected = -0.2 if not kw else -0.1 - 0.19
+    np.testing.assert_allclose(w.detach().numpy()[:3], expected, rtol=1e-6)

@@ -26,6 +26,6 @@ class SGD(Optimizer):
             if buf is None:
                 buf = state["momentum_buffer"] = d.clone()
             else:
-                buf.mul_(mom).add_(d * (1 - damp))
+                buf.mul_(mom).add_(self._scaled(d, 1 - damp))
             d = d + buf * mom if group["nesterov"] else buf
-        p.sub_(d * lr)
+        p.sub_(self._scaled(d, lr))
