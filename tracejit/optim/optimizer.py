@@ -15,6 +15,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
         self.state: dict = {}
+        self._scratch = None  # the array _scaled writes into (not part of the state)
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -65,10 +66,10 @@ class Optimizer:
         to the system, and then every activation and gradient of the next step faults its
         pages in again (measured: an MLP step 1.24x slower than with this buffer)."""
         a = d._data
-        scratch = getattr(self, "_scratch", None)
+        scratch = self._scratch
         if scratch is None or scratch.size < a.size or scratch.dtype != a.dtype:
-            scratch = self._scratch = np.empty(max(a.size, getattr(scratch, "size", 0)),
-                                               a.dtype)
+            size = a.size if scratch is None else max(a.size, scratch.size)
+            scratch = self._scratch = np.empty(size, a.dtype)
         out = scratch[:a.size].reshape(a.shape)
         np.multiply(a, factor, out=out)
         return _make(out)
