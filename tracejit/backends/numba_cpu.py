@@ -17,6 +17,7 @@ import numpy as np
 
 from ..tensor.dispatch import user_stacklevel
 from ..ir.graph import Graph, Value
+from ..ir.passes.fuse import column_sum
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE
 from ..runtime.kernel_cache import load_module
@@ -116,7 +117,7 @@ SHORT_ROW = 2048
 def _is_reduction(node) -> bool:
     """A reduction over the last dimension (one value per row)."""
     return node.op in OPS and OPS[node.op].kind == REDUCE and \
-        OPS[node.op].expr in _COMBINE and not _is_column_sum(node)
+        OPS[node.op].expr in _COMBINE and not column_sum(node)
 
 
 def _is_column_value(v) -> bool:
@@ -124,12 +125,6 @@ def _is_column_value(v) -> bool:
     kernel reads it as a 1-D array, which keeps its inner loop contiguous."""
     return len(v.shape) >= 1 and all(isinstance(d, int) and d == 1 for d in v.shape[:-1]) \
         and not (isinstance(v.shape[-1], int) and v.shape[-1] == 1)
-
-
-def _is_column_sum(node) -> bool:
-    """A sum over every row (one value per column), accumulated per thread."""
-    return node.op == "sum_to" and len(node.outputs[0].shape) == 1 and \
-        len(node.inputs[0].shape) >= 2
 
 
 def _is_row_value(v, reduced: set) -> bool:
@@ -142,7 +137,7 @@ def generate_row(region: Graph) -> str:
     pass over the row that recomputes the elementwise ops it needs; then one pass writes
     the per-element outputs."""
     reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
-    columns = [n for n in region.nodes if _is_column_sum(n)]
+    columns = [n for n in region.nodes if column_sum(n)]
     summed = {n.outputs[0]: n.inputs[0] for n in columns}
     row_inputs = [_is_row_value(v, reduced) for v in region.inputs]
     names = _value_names(region)
@@ -471,7 +466,7 @@ class RowKernel:
         # inputs: one value per row, per column (the same in every row), or per element
         self.row_inputs = ["row" if _is_row_value(v, reduced) else "column" if
                            _is_column_value(v) else "element" for v in region.inputs]
-        summed = {n.outputs[0] for n in region.nodes if _is_column_sum(n)}
+        summed = {n.outputs[0] for n in region.nodes if column_sum(n)}
         self.columns = bool(summed)
         # outputs: one value per row, per element, or a sum over rows (per column)
         self.outputs = [(v.dtype.np, "summed" if v in summed else "row" if _is_row_value(

@@ -13,13 +13,11 @@ part.
 """
 from __future__ import annotations
 
-import re
-
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
-from ..ir.symbolic import SymInt
+from ..ir.symbolic import SymInt, symbols_in
 from ..ir.passes import PassManager
 from ..ops import OPS
 from ..ops.registry import CREATION, ELEMENTWISE
@@ -89,7 +87,7 @@ class BackwardTrace:
         # are checked): what is left to check is the output gradients' types and sizes
         fwd_symbols = {sym for i, _, sym in rec.bindings if i < n_in}
         among_inputs = {g.source for g in rec.shape_guards.values()
-                        if set(re.findall(r"\bs\d+\b", g.source)) <= fwd_symbols}
+                        if symbols_in(g.source) <= fwd_symbols}
         fixed = {(i, d) for i in range(n_in) for d in range(len(joint.inputs[i].shape))}
         self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False, types_from=n_in,
                                   skip=frozenset(among_inputs) | frozenset(fixed))

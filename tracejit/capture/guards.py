@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..autograd.grad_mode import STATE
+from ..ir.symbolic import symbols_in
 from ..tensor.tensor import Tensor
 
 MISSING = object()
@@ -68,7 +69,7 @@ class EntryGuards:
         for index, dim, sym in bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         for g in recorder.shape_guards.values():
-            if g.source not in skip and set(re.findall(r"\bs\d+\b", g.source)) <= bound:
+            if g.source not in skip and symbols_in(g.source) <= bound:
                 self._add(lines, f"(({g.source}) == {g.expected!r})",
                           Guard(g.describe(names), g.where))
                 self.n_relations += 1

@@ -9,6 +9,8 @@ trace is reused only where that decision comes out the same.
 """
 from __future__ import annotations
 
+import re
+
 from typing import Callable
 
 # A polynomial: {monomial: coefficient}, a monomial a sorted tuple of symbol names
@@ -88,9 +90,7 @@ class SymInt:
         return self.opaque if self.poly is None else poly_source(self.poly)
 
     def symbols(self) -> set:
-        import re
-
-        return set(re.findall(r"\bs\d+\b", self.source()))
+        return symbols_in(self.source())
 
     def substitute(self, mapping: dict) -> "SymInt | int":
         """This expression with symbols replaced (by ints or other symbol names)."""
@@ -220,6 +220,14 @@ class SymInt:
 
     def __str__(self) -> str:
         return str(self.hint)
+
+
+_SYMBOL = re.compile(r"\bs\d+\b")
+
+
+def symbols_in(source: str) -> set:
+    """The size symbols (`s0`, `s1`, ...) a size expression's source mentions."""
+    return set(_SYMBOL.findall(source))
 
 
 def _as_poly(x) -> Poly | None:
