@@ -143,7 +143,7 @@ class HostProgram:
     @staticmethod
     def _emit_op(em: _Emitter, node, args: list, out: str) -> None:
         op = OPS[node.op]
-        if op.expr == "{0}" and not op.kind == ELEMENTWISE and _same_type(node.inputs[0],
+        if op.expr == "{0}" and op.kind != ELEMENTWISE and _same_type(node.inputs[0],
                                                                          node.outputs[0]):
             em.lines.append(f"{out} = {args[0]}  # {node.op}")  # an element identity
             return
