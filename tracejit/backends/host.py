@@ -143,8 +143,8 @@ class HostProgram:
     @staticmethod
     def _emit_op(em: _Emitter, node, args: list, out: str) -> None:
         op = OPS[node.op]
-        if op.expr == "{0}" and op.kind != ELEMENTWISE and _same_type(node.inputs[0],
-                                                                         node.outputs[0]):
+        if op.expr == "{0}" and op.kind != ELEMENTWISE and \
+                _same_type(node.inputs[0], node.outputs[0]):
             em.lines.append(f"{out} = {args[0]}  # {node.op}")  # an element identity
             return
         fn = em.const(op.impl, "f")
