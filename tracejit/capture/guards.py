@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from ..autograd.grad_mode import STATE
 from ..ir.symbolic import symbols_in
 from ..tensor.tensor import Tensor
+from .pyvalues import SCALARS
 
 MISSING = object()
+
+
+def _short(value) -> str:
+    if isinstance(value, Tensor):
+        return f"the tensor {value.dtype.short}{list(value.shape)} at {id(value):#x}"
+    return f"the {type(value).__name__} object at {id(value):#x}"
 
 
 @dataclass
@@ -75,16 +82,22 @@ class EntryGuards:
                 self.n_relations += 1
         for i, value in arg_consts.items():
             ns[f"C{i}"] = value
-            self._add(lines, f"type(p{i}) is type(C{i}) and p{i} == C{i}",
-                      Guard(f"argument {i} == {value!r}"))
+            if isinstance(value, SCALARS):
+                self._add(lines, f"type(p{i}) is type(C{i}) and p{i} == C{i}",
+                          Guard(f"argument {i} == {value!r}"))
+            else:  # an object: the same one (its attributes are not read by the trace)
+                self._add(lines, f"p{i} is C{i}", Guard(f"argument {i} is {_short(value)}"))
         for k, (what, (kind, holder, name), value) in enumerate(pyreads):
             ns[f"H{k}"], ns[f"V{k}"] = holder, value
             if kind == "cell":
                 get = f"H{k}.cell_contents"
             else:
                 get = f"H{k}.get({name!r}, MISSING)"
-            self._add(lines, f"type({get}) is type(V{k}) and {get} == V{k}",
-                      Guard(f"{what} == {value!r}"))
+            if isinstance(value, SCALARS):
+                self._add(lines, f"type({get}) is type(V{k}) and {get} == V{k}",
+                          Guard(f"{what} == {value!r}"))
+            else:  # a tensor or module read from outside: the same object
+                self._add(lines, f"{get} is V{k}", Guard(f"{what} is {_short(value)}"))
         params = ", ".join([f"a{i}" for i in range(n_inputs)] +
                            [f"p{i}" for i in range(n_args)])
         kept, needed = [], set()

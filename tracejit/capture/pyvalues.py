@@ -1,12 +1,21 @@
 """Python values a traced program depends on besides its arguments: scalars in
-its globals, closure cells and module attributes. Each is snapshot at trace
-time and compared on every call, so changing one never goes unnoticed.
+its globals, closure cells and module attributes (compared by value), and the
+tensors and modules it reaches there (compared by identity: a reassigned global
+tensor or a swapped submodule is a different object). Each is snapshot at trace
+time and checked on every call, so changing one never goes unnoticed.
 """
 from __future__ import annotations
 
 import types
 
 SCALARS = (int, float, bool, str, type(None))
+
+
+def _objects():
+    from ..nn.module import Module
+    from ..tensor.tensor import Tensor
+
+    return Tensor, Module
 
 
 def _code_objects(code):
@@ -24,6 +33,7 @@ def function_reads(fn, depth: int = 3, seen=None) -> list:
     if not isinstance(fn, types.FunctionType) or fn in seen or depth < 0:
         return []
     seen.add(fn)
+    tensor, module = _objects()
     out = []
     g = fn.__globals__
     names = {n for code in _code_objects(fn.__code__) for n in code.co_names}
@@ -31,8 +41,10 @@ def function_reads(fn, depth: int = 3, seen=None) -> list:
         if name not in g:
             continue
         value = g[name]
-        if isinstance(value, SCALARS):
+        if isinstance(value, SCALARS + (tensor, module)):
             out.append((f"global {name} in {fn.__module__}", ("global", g, name), value))
+            if isinstance(value, module):
+                out += module_reads(value, f"{name}.")
         elif isinstance(value, types.FunctionType):
             out += function_reads(value, depth - 1, seen)
     if fn.__closure__:
@@ -41,21 +53,32 @@ def function_reads(fn, depth: int = 3, seen=None) -> list:
                 value = cell.cell_contents
             except ValueError:
                 continue
-            if isinstance(value, SCALARS):
+            if isinstance(value, SCALARS + (tensor, module)):
                 out.append((f"closure variable {name} of {fn.__qualname__}",
                             ("cell", cell, None), value))
+                if isinstance(value, module):
+                    out += module_reads(value, f"{name}.")
             elif isinstance(value, types.FunctionType):
                 out += function_reads(value, depth - 1, seen)
     return out
 
 
-def module_reads(module) -> list:
-    """Scalar attributes of a module and its submodules (`training` included)."""
+def module_reads(module, label: str = "",
+                 stores: tuple = ("_modules", "_parameters", "_buffers")) -> list:
+    """Scalar attributes of a module and its submodules (`training` included), its plain
+    tensor attributes and what `stores` hold (by identity). A traced module reads its own
+    parameters anew at every call, so it guards only its submodules."""
+    tensor, _ = _objects()
     out = []
     for prefix, m in module.named_modules():
+        where = f"{label}{prefix}." if prefix else label
         for name, value in vars(m).items():
-            if isinstance(value, SCALARS) and not name.startswith("__"):
-                where = f"{prefix}.{name}" if prefix else name
-                out.append((f"module attribute {where}", ("attr", m.__dict__, name), value))
+            if isinstance(value, SCALARS + (tensor,)) and not name.startswith("__"):
+                out.append((f"module attribute {where}{name}", ("attr", m.__dict__, name),
+                            value))
+        for store in stores:
+            for name, value in getattr(m, store).items():
+                out.append((f"module attribute {where}{name}", ("attr", getattr(m, store),
+                                                               name), value))
         out += function_reads(type(m).forward, depth=2)
     return out

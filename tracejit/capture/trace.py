@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 from collections import Counter
 
 from ..autograd.grad_mode import STATE
-from ..backends.interpret import GuardMiss, Interpreter
+from ..backends.interpret import GuardMiss, Interpreter, _precompile, _resolve
+from ..ir.symbolic import has_sym
 from ..tensor.dispatch import user_stacklevel
 from ..tensor.tensor import Tensor
 from .autodiff import BackwardTrace, traced_call
@@ -38,45 +40,77 @@ def log(topic: str, message: str) -> None:
 
 # ---- argument flattening (tensors anywhere in tuples, lists, dicts) -------------------------
 def flatten(obj, tensors: list, others: list):
-    """Replace tensors by ('t', k) and other leaves by ('p', k); returns the structure."""
+    """Replace tensors by ('t', k) and other leaves by ('p', k); returns the structure, a
+    hashable value: two calls that differ in structure (keyword order, dict keys, where the
+    tensors are) never share a trace."""
     if isinstance(obj, Tensor):
         tensors.append(obj)
         return ("t", len(tensors) - 1)
     if isinstance(obj, (tuple, list)):
-        return (type(obj), [flatten(v, tensors, others) for v in obj])
+        return (type(obj), tuple(flatten(v, tensors, others) for v in obj))
     if isinstance(obj, dict):
-        return (dict, [(k, flatten(v, tensors, others)) for k, v in obj.items()])
+        return (dict, tuple((k, flatten(v, tensors, others)) for k, v in obj.items()))
     others.append(obj)
     return ("p", len(others) - 1)
 
 
-def unflatten(spec, tensors: list, others: list):
+def flatten_outputs(obj, inputs: list, tensors: list, others: list):
+    """Like flatten, for results: a tensor that *is* an input becomes ('i', index) and is
+    returned itself, and a tensor returned twice is one output."""
+    if isinstance(obj, Tensor):
+        for i, t in enumerate(inputs):
+            if t is obj:
+                return ("i", i)
+        for k, t in enumerate(tensors):
+            if t is obj:
+                return ("t", k)
+        tensors.append(obj)
+        return ("t", len(tensors) - 1)
+    if isinstance(obj, (tuple, list)):
+        return (type(obj), tuple(flatten_outputs(v, inputs, tensors, others) for v in obj))
+    if isinstance(obj, dict):
+        return (dict, tuple((k, flatten_outputs(v, inputs, tensors, others))
+                            for k, v in obj.items()))
+    others.append(obj)
+    return ("p", len(others) - 1)
+
+
+def unflatten(spec, tensors: list, others: list, inputs: list = ()):
     tag, body = spec
     if tag == "t":
         return tensors[body]
     if tag == "p":
         return others[body]
+    if tag == "i":
+        return inputs[body]
     if tag is dict:
-        return {k: unflatten(v, tensors, others) for k, v in body}
-    items = [unflatten(v, tensors, others) for v in body]
-    return tag(items) if tag is list else tuple(items) if tag is tuple else tag(*items)
+        return {k: unflatten(v, tensors, others, inputs) for k, v in body}
+    items = [unflatten(v, tensors, others, inputs) for v in body]
+    if tag is list:
+        return items
+    return tag(*items) if hasattr(tag, "_fields") else tag(items)  # namedtuples by field
 
 
 class Trace:
     """One captured path: graph, entry guards and the prepared backend."""
 
-    def __init__(self, recorder: Recorder, guards: EntryGuards, out_spec, out_others,
-                 n_user_tensors: int, backend: str = "interpret"):
+    def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
+                 n_user_tensors: int, backend: str = "interpret", param_refs=()):
         from ..ir.passes import PassManager
 
         self.stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
+        self.in_spec = in_spec
+        self.param_refs = param_refs  # (store, key) of each parameter input, read per call
         self.recorded = recorder.graph
         self.graph = self.stages[-1][1]
         self.guards = guards
         self.bindings = recorder.bindings
         self.shape_guards = list(recorder.shape_guards.values())
         self.captured = recorder.inputs[n_user_tensors:]
-        self.out_spec, self.out_others = out_spec, out_others
+        self.out_spec = out_spec
+        # sizes returned as Python values are this call's: evaluated from the input shapes
+        self.out_others = [_precompile(v) for v in out_others]
+        self._sized_outs = any(has_sym(v) for v in out_others)
         self.backend = backend
         self.runner = Interpreter(self.graph, backend)
         self._program = _UNSET  # the host program for calls that record no gradient
@@ -97,7 +131,11 @@ class Trace:
             outs = traced_call(bt, self, tensors)
         else:
             outs = self.run_forward(tensors)
-        return unflatten(self.out_spec, outs, self.out_others)
+        others = self.out_others
+        if self._sized_outs:
+            env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+            others = [_resolve(v, env) for v in others]
+        return unflatten(self.out_spec, outs, others, tensors)
 
     def run_forward(self, tensors: list) -> list:
         program = self._program
@@ -158,6 +196,15 @@ def _program_for(graph, backend: str, bindings: list):
     return host_program(graph, bindings)
 
 
+def _guardable(value) -> bool:
+    """Arguments a trace can check at every call: scalars, by value; dtypes, devices,
+    functions, modules and other objects by identity. A numpy array's contents can
+    change without its identity, so a call passing one runs eagerly."""
+    import numpy as np
+
+    return not isinstance(value, np.ndarray)
+
+
 def _short(v) -> str:
     return f"array of shape {list(v.shape)}" if hasattr(v, "shape") else repr(v)
 
@@ -189,13 +236,18 @@ class TracedFunction:
         self._warned = False
         self._aborted: str | None = None
         self._last: Trace | None = None
+        self._lock = threading.RLock()  # tracing and lazy compiles; calls run concurrently
         if not isinstance(example_inputs, tuple):
             example_inputs = (example_inputs,)
         self._trace_call(example_inputs, {}, reason="example inputs")
 
     # ---- subclasses provide parameters and Python reads ---------------------------------
-    def _param_inputs(self) -> list:
+    def _param_refs(self) -> list:
+        """[((store, key), name)]: where each parameter input is read from at a call."""
         return []
+
+    def _param_inputs(self) -> list:
+        return [(name, store[key]) for (store, key), name in self._param_refs()]
 
     def _pyreads(self) -> list:
         return function_reads(self.fn)
@@ -215,17 +267,16 @@ class TracedFunction:
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if STATE.capture is not None:  # inside another trace: inline, so it is recorded
+            return self._call_eager(args, kwargs)
         tensors, others = [], []
-        if kwargs or not all(type(a) in _FLAT for a in args):
-            flatten((args, kwargs), tensors, others)
-        else:  # the common flat call: tensors and scalars only
-            for a in args:
-                (tensors if isinstance(a, Tensor) else others).append(a)
-        params = [t for _, t in self._param_inputs()]
+        spec = flatten((args, kwargs), tensors, others)
         miss = None
         for tr in self.traces:
-            inputs = tensors + params + tr.captured
-            if len(inputs) == len(tr.graph.inputs) and tr.guards.check(*inputs, *others):
+            if tr.in_spec != spec:
+                continue
+            inputs = tensors + [store[key] for store, key in tr.param_refs] + tr.captured
+            if tr.guards.check(*inputs, *others):
                 try:
                     out = tr.run(inputs)
                 except GuardMiss as m:  # a side exit: another trace may take this path
@@ -239,9 +290,12 @@ class TracedFunction:
         self.stats["guard_failures"] += 1
         if miss is None and self.traces:
             tr = self.traces[0]
-            inputs = tensors + params + tr.captured
-            miss = tr.guards.first_failure(inputs + others) if len(inputs) == len(
-                tr.graph.inputs) else Guard(f"number of tensor inputs changed to {len(inputs)}")
+            if tr.in_spec != spec:
+                miss = Guard("the structure of the arguments changed (which arguments are "
+                             "tensors, keyword names and order, dict keys)")
+            else:
+                inputs = tensors + [store[key] for store, key in tr.param_refs] + tr.captured
+                miss = tr.guards.first_failure(inputs + others)
         miss = miss or Guard("no trace")
         self._miss_counts[(miss.what, miss.where)] += 1
         log("guards", f"{self.name}: guard failed: {miss}")
@@ -249,7 +303,14 @@ class TracedFunction:
             self.stats["eager_fallbacks"] += 1
             self._warn_budget(miss)
             return self._call_eager(args, kwargs)
-        return self._trace_call(args, kwargs, reason=str(miss))
+        unguardable = next((o for o in others if not _guardable(o)), None)
+        if unguardable is not None:  # its value cannot be checked: every such call is eager
+            self.stats["eager_fallbacks"] += 1
+            log("guards", f"{self.name}: an argument of type {type(unguardable).__name__} "
+                          "cannot be guarded; the call runs eagerly")
+            return self._call_eager(args, kwargs)
+        with self._lock:
+            return self._trace_call(args, kwargs, reason=str(miss))
 
     def _warn_budget(self, miss: Guard) -> None:
         if self._warned:
@@ -273,10 +334,12 @@ class TracedFunction:
         rec = Recorder(self.name)
         for k, t in enumerate(tensors):
             rec.add_input(t, _arg_name(self._signature_fn(), k, spec), "arg", symbolic=True)
-        for pname, p in self._param_inputs():
+        params = self._param_inputs()
+        for pname, p in params:
             rec.add_input(p, pname, "param", symbolic=False)
         if STATE.capture is not None:
             raise RuntimeError("tj.trace cannot be nested inside another trace")
+        pyreads = self._pyreads()  # before the call: what the call reads is what it saw
         STATE.capture = rec
         try:
             call_args = unflatten(spec, tensors, others)
@@ -292,11 +355,11 @@ class TracedFunction:
             self._warn_budget(Guard(rec.aborted))
             return result
         out_tensors, out_others = [], []
-        out_spec = flatten(result, out_tensors, out_others)
+        out_spec = flatten_outputs(result, rec.inputs, out_tensors, out_others)
         rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
-        guards = EntryGuards(rec, len(others), dict(enumerate(others)), self._pyreads())
-        trace = Trace(rec, guards, out_spec, out_others, len(tensors) + len(
-            self._param_inputs()), self._backend_name())
+        guards = EntryGuards(rec, len(others), dict(enumerate(others)), pyreads)
+        trace = Trace(rec, guards, spec, out_spec, out_others, len(tensors) + len(params),
+                      self._backend_name(), [ref for ref, _ in self._param_refs()])
         trace.stats = self.stats
         self.traces.append(trace)
         self._last = trace
@@ -407,15 +470,15 @@ class TracedModule(TracedFunction):
 
     def __init__(self, module, example_inputs, **kw):
         self.module = module
-        self._refs = [(m._parameters if kind == "p" else m._buffers, attr, name)
-                      for name, m, attr, kind in _named_tensors(module)]
         super().__init__(module, example_inputs, name=type(module).__name__, **kw)
 
-    def _param_inputs(self) -> list:
-        return [(name, store[attr]) for store, attr, name in self._refs]
+    def _param_refs(self) -> list:
+        # read anew at each trace: a swapped submodule (guarded by identity) brings its own
+        return [((m._parameters if kind == "p" else m._buffers, attr), name)
+                for name, m, attr, kind in _named_tensors(self.module)]
 
     def _pyreads(self) -> list:
-        return module_reads(self.module)
+        return module_reads(self.module, stores=("_modules",))
 
     def _call_eager(self, args, kwargs):
         return self.module(*args, **kwargs)

@@ -1,0 +1,431 @@
+"""Never silently wrong: each program here was once traced and then called with other
+inputs where the trace disagreed with eager execution (values, gradients, errors,
+aliasing, requires_grad). Every call is checked against eager by the differential
+oracle (`tracejit.testing.differential`) on both backends."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+from tracejit.testing.differential import compare, outcome
+
+
+@pytest.fixture(autouse=True, params=["interpret", "numba"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BACKEND", request.param)
+    return request.param
+
+
+def clone(obj, memo=None):
+    """Fresh tensors with the same values, layout, requires_grad and sharing structure."""
+    memo = {} if memo is None else memo
+    if isinstance(obj, tj.Tensor):
+        if id(obj) not in memo:
+            data = obj.detach().numpy().copy(order="K")
+            memo[id(obj)] = tj.from_numpy(data).requires_grad_(obj.requires_grad)
+        return memo[id(obj)]
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(clone(v, memo) for v in obj)
+    if isinstance(obj, dict):
+        return {k: clone(v, memo) for k, v in obj.items()}
+    return obj
+
+
+class Call:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def fresh(self):
+        memo = {}
+        return clone(self.args, memo), clone(self.kwargs, memo)
+
+
+def agree(fn, example: Call, *calls: Call, create_graph=False, traced=None):
+    """Trace fn on `example`, then check every call (the example first) against eager."""
+    if traced is None:
+        args, kwargs = example.fresh()
+        traced = tj.trace(fn, args) if not kwargs else tj.trace(
+            lambda *a: fn(*a[:-1], **a[-1]), args + (kwargs,))
+        traced.fn = fn if not kwargs else traced.fn
+    for call in (example,) + calls:
+        expected = outcome(fn, *call.fresh(), create_graph=create_graph)
+        got = outcome(traced, *call.fresh(), create_graph=create_graph)
+        diff = compare(expected, got)
+        assert diff is None, f"{call.args} {call.kwargs}: {diff}"
+    return traced
+
+
+def rg(t):
+    return t.requires_grad_()
+
+
+# ---- 1. value guards survive the compiled forward of calls that record gradients -------------
+@pytest.mark.parametrize("fn", [
+    lambda x: x * x.sum().item(),
+    lambda x: x * 2 if x.sum() > 0 else x - 1,
+    lambda x: x * int(x.sum()),
+    lambda x: x * float(x.max()),
+    lambda x: x[x > 0].sum() * x,
+], ids=["item", "bool", "int", "float", "mask-count"])
+def test_value_guards_hold_when_inputs_require_grad(fn):
+    agree(fn, Call(rg(tj.ones(3))), Call(rg(tj.ones(3) * 2)), Call(rg(-tj.ones(3))),
+          Call(rg(tj.tensor([1.0, -2.0, 3.0]))))
+
+
+def test_value_guards_hold_under_create_graph():
+    agree(lambda x: (x * x) * x.sum().item(), Call(rg(tj.ones(3))), Call(rg(tj.ones(3) * 2)),
+          create_graph=True)
+
+
+def test_an_error_eager_raises_on_the_other_path_is_raised():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x.reshape(5)  # raises: 3 elements
+
+    agree(f, Call(rg(tj.ones(3))), Call(rg(-tj.ones(3))))
+
+
+# ---- 2. sizes used as numbers stay symbolic in the compiled backward -------------------------
+def test_a_size_used_as_a_number_reaches_the_backward():
+    agree(lambda x: x * x.shape[0], Call(rg(tj.ones(3, 2))), Call(rg(tj.ones(5, 2))))
+
+
+def test_a_size_divides_in_the_backward():
+    agree(lambda x: (x / x.shape[0]).tanh() + x.shape[0] * x.sum(),
+          Call(rg(tj.ones(3, 2))), Call(rg(tj.ones(6, 2))))
+
+
+# ---- 3. size expressions keep their meaning ---------------------------------------------------
+@pytest.mark.parametrize("fn", [
+    lambda x: x[: (x.shape[0] - 1) // 2],
+    lambda x: x[: (x.shape[0] + 1) % 3 + 1],
+    lambda x: x * ((x.shape[0] - 1) // 2),
+    lambda x: x.reshape((x.shape[0] - 1) // 2 * 2 + 2 - x.shape[0] % 2, -1)
+    if x.shape[0] % 2 == 0 else x,
+    lambda x: x * (x.shape[0] ** 2),
+    lambda x: x * abs(x.shape[0] - 7),
+], ids=["floordiv", "mod", "scalar", "reshape", "pow", "abs"])
+def test_size_expressions(fn):
+    agree(fn, Call(tj.arange(12.0).reshape(6, 2)), Call(tj.arange(20.0).reshape(10, 2)),
+          Call(rg(tj.arange(8.0).reshape(4, 2))), Call(tj.arange(18.0).reshape(9, 2)))
+
+
+# ---- 4. a broadcast parameter's gradient sums over every row ---------------------------------
+@pytest.mark.parametrize("batch", [5, 1, 0, 7])
+def test_broadcast_parameter_gradient_sums_all_rows(batch):
+    b = rg(tj.randn(3))
+    agree(lambda x, b: (x + b).mean(), Call(tj.randn(4, 3), b), Call(tj.randn(batch, 3), b))
+
+
+def test_broadcast_gradient_in_a_rank_3_program():
+    w = rg(tj.randn(4))
+    agree(lambda x, w: ((x * w).tanh() + w).sum(), Call(tj.randn(2, 3, 4), w),
+          Call(tj.randn(5, 3, 4), w), Call(tj.randn(5, 1, 4), w))
+
+
+# ---- 5. argument structure is part of the entry guards ---------------------------------------
+def test_keyword_order():
+    def f(x, y):
+        return x - y
+
+    a, b = tj.ones(2), tj.ones(2) * 3
+    tf = tj.trace(f, (a, b))
+    assert np.array_equal(tf(y=b, x=a).numpy(), (a - b).numpy())
+    assert np.array_equal(tf(x=b, y=a).numpy(), (b - a).numpy())
+
+
+def test_dict_arguments_by_key():
+    def f(d):
+        d["a"].add_(1)
+        return d["a"] * 2 - d["b"]
+
+    agree(f, Call({"a": tj.ones(2), "b": tj.zeros(2)}),
+          Call({"b": tj.zeros(2) + 5, "a": tj.ones(2)}), Call({"a": tj.ones(2)}),
+          Call({"a": rg(tj.ones(2) * 3), "b": tj.zeros(2)}))
+
+
+def test_scalar_and_tensor_positions():
+    def f(a, b):
+        return a * 2 + b
+
+    agree(f, Call(tj.ones(2), 3.0), Call(3.0, tj.ones(2)))
+
+
+# ---- 6-7. aliasing: copies stay copies, inputs returned are the inputs ------------------------
+def test_a_copy_is_not_an_alias():
+    def f(x):
+        h = x * 1.0
+        x.add_(0.5)
+        return h, x
+
+    agree(f, Call(tj.ones(3)), Call(tj.zeros(3)))
+
+
+def test_two_equal_values_are_two_tensors():
+    def f(x):
+        return x * 2, x * 2
+
+    tf = tj.trace(f, (tj.ones(3),))
+    a, b = tf(tj.ones(3))
+    assert a is not b
+    a.add_(1)
+    assert b.numpy().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_an_input_updated_in_place_is_returned_itself():
+    def f(x):
+        x.add_(1)
+        return x
+
+    tf = tj.trace(f, (tj.ones(3),))
+    x = tj.ones(3)
+    out = tf(x)
+    assert out is x
+    agree(f, Call(tj.ones(3)), Call(tj.zeros(3)))
+
+
+def test_an_input_returned_with_grad_keeps_its_identity():
+    agree(lambda x, y: (x, x * y), Call(rg(tj.ones(3)), tj.ones(3)),
+          Call(rg(tj.ones(3)), tj.ones(3) * 2))
+
+
+# ---- 8. objects read from outside are guarded by identity -------------------------------------
+SCALE = tj.ones(3)
+
+
+def _scaled(x):
+    return x * SCALE
+
+
+def test_a_reassigned_global_tensor_is_seen():
+    global SCALE
+    tf = tj.trace(_scaled, (tj.ones(3),))
+    SCALE = tj.ones(3) * 7
+    try:
+        assert tf(tj.ones(3)).numpy().tolist() == [7.0] * 3
+    finally:
+        SCALE = tj.ones(3)
+
+
+def test_a_reassigned_closure_tensor_is_seen():
+    w = tj.ones(3)
+
+    def f(x):
+        return x * w
+
+    tf = tj.trace(f, (tj.ones(3),))
+    w = tj.ones(3) * 4  # noqa: F841 — read by f through its closure cell
+    assert tf(tj.ones(3)).numpy().tolist() == [4.0] * 3
+
+
+def test_a_module_tensor_attribute_and_a_swapped_submodule_are_seen():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.act = nn.Tanh()
+            self.offset = tj.ones(3)
+
+        def forward(self, x):
+            return self.act(self.lin(x)) + self.offset
+
+    m = M()
+    tm = tj.trace(m, (tj.randn(2, 3),))
+    x = tj.randn(2, 3)
+    m.offset = tj.ones(3) * 10
+    assert np.allclose(tm(x).detach().numpy(), m(x).detach().numpy())
+    m.act = nn.ReLU()
+    assert np.allclose(tm(x).detach().numpy(), m(x).detach().numpy())
+    assert tm.stats["compiles"] == 3
+
+
+# ---- 9. a traced function inside another trace is inlined -------------------------------------
+def test_nested_traced_function_is_inlined():
+    inner = tj.trace(lambda x: x * 2, (tj.ones(3),))
+
+    def outer(x):
+        return inner(x) + 1
+
+    agree(outer, Call(tj.ones(3)), Call(tj.ones(3) * 5), Call(rg(tj.ones(3) * 2)))
+
+
+# ---- 10. functions that read data are recorded or guarded ------------------------------------
+def test_randperm_is_fresh_on_every_call():
+    tf = tj.trace(lambda x: x[tj.randperm(x.shape[0])], (tj.arange(50.0),))
+    tj.manual_seed(3)
+    a = tf(tj.arange(50.0)).numpy()
+    b = tf(tj.arange(50.0)).numpy()
+    assert not np.array_equal(a, b)
+    tj.manual_seed(3)
+    assert np.array_equal(tf(tj.arange(50.0)).numpy(), a)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: tj.tensor([x.sum(), y.sum()]) * 2,
+    lambda x, y: tj.isclose(x, y).float() + x,
+    lambda x, y: x * 2 if tj.equal(x, y) else x - 1,
+    lambda x, y: x * 2 if tj.allclose(x, y) else x - 1,
+], ids=["tensor-of-tensors", "isclose", "equal", "allclose"])
+def test_data_reads_are_recorded(fn):
+    agree(fn, Call(tj.ones(3), tj.ones(3)), Call(tj.ones(3), tj.ones(3) * 2),
+          Call(tj.ones(3) * 2, tj.ones(3) * 2))
+
+
+# ---- 11. requires_grad of outputs follows the graph -----------------------------------------
+def test_outputs_requires_grad_follows_the_graph():
+    def f(x, y):
+        return x * y, (x * 2).detach(), y * 3, y
+
+    agree(f, Call(rg(tj.ones(3)), tj.ones(3)), Call(rg(tj.ones(3) * 2), tj.ones(3) * 5))
+
+
+# ---- 12. sizes returned are the call's ---------------------------------------------------------
+def test_returned_sizes_are_this_calls():
+    agree(lambda x: (x * 2, x.shape[0], x.shape), Call(tj.ones(3, 2)), Call(tj.ones(5, 2)))
+    tf = tj.trace(lambda x: x.shape, (tj.ones(3, 2),))
+    assert tf(tj.ones(7, 2)) == (7, 2) and type(tf(tj.ones(7, 2)[0:4])[0]) is int
+
+
+# ---- 13. sign(NaN) is 0, as in PyTorch --------------------------------------------------------
+def test_sign_of_nan_is_zero_in_eager_and_kernels():
+    x = tj.tensor([float("nan"), -2.0, 0.0, 3.0])
+    assert tj.sign(x).numpy().tolist() == [0.0, -1.0, 0.0, 1.0]
+    agree(lambda x: (x.sign() + 1) * 2, Call(x), Call(tj.tensor([1.0, float("nan")] * 3)))
+
+
+# ---- 14-19. crashes where eager works ----------------------------------------------------------
+def test_retrace_with_grad_of_a_centred_value():
+    agree(lambda x: x - x.mean(), Call(tj.ones(3, 2)), Call(rg(tj.ones(3, 2) * 2)),
+          Call(rg(tj.randn(6, 2))))
+
+
+def test_layer_norm_at_batch_zero_with_grad():
+    ln = nn.LayerNorm(4)
+    agree(ln, Call(rg(tj.randn(3, 4))), Call(rg(tj.randn(0, 4))), Call(rg(tj.randn(1, 4))))
+
+
+def test_mixed_dtypes_in_linear_raise_like_pytorch():
+    lin = nn.Linear(2, 3)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        lin(tj.randn(4, 2, dtype=tj.float64))
+    agree(lin, Call(tj.randn(4, 2)), Call(tj.randn(4, 2, dtype=tj.float64)))
+
+
+@pytest.mark.parametrize("c", [float("inf"), float("-inf"), float("nan")])
+def test_python_inf_and_nan_in_kernels(c):
+    agree(lambda x: (x * 2).clamp(max=1.0) + c, Call(tj.ones(3)), Call(tj.zeros(300)))
+    agree(lambda x: tj.maximum(x * 2, tj.full_like(x, c)).tanh(), Call(tj.ones(3)))
+
+
+def test_float16_graphs_run():
+    x = tj.randn(4, 3).half()
+    agree(lambda x: (x * 2 + 1).tanh().sum(-1), Call(x), Call(tj.randn(6, 3).half()))
+    agree(lambda x: (x * 2).softmax(-1), Call(x), Call(rg(tj.randn(6, 3).half())))
+
+
+def test_norm_inside_softmax_and_with_a_bias():
+    b = rg(tj.randn(3))
+    agree(lambda x: tj.softmax(x / (x.norm() + 1), -1), Call(rg(tj.randn(4, 3))),
+          Call(rg(tj.randn(6, 3))))
+    agree(lambda h, b: h / (h.norm() + 1) + b, Call(rg(tj.randn(4, 3)), b),
+          Call(rg(tj.randn(2, 3)), b))
+
+
+def test_a_numpy_array_where_a_tensor_was_traced():
+    tf = tj.trace(lambda x: x * 2, (tj.ones(3),))
+    out = tf(np.ones(3))  # eager: numpy arithmetic
+    assert isinstance(out, np.ndarray) and out.tolist() == [2.0] * 3
+    agree(lambda x: x.tanh(), Call(tj.ones(3)), Call([1.0, 2.0]))
+
+
+# ---- 20-21. errors eager raises ---------------------------------------------------------------
+def test_in_place_update_of_a_saved_value_raises_at_backward():
+    def f(x):
+        h = x.exp()
+        h.add_(1)
+        return h
+
+    agree(f, Call(rg(tj.ones(3))), Call(rg(tj.zeros(3))))
+    agree(f, Call(tj.ones(3)), Call(rg(tj.zeros(3))))
+
+
+def test_view_of_a_transposed_input_raises():
+    agree(lambda x: x.view(-1) * 2, Call(tj.ones(3, 2)), Call(tj.ones(2, 3).T))
+
+
+# ---- 25. tracing and compiling are linear in graph length ------------------------------------
+def test_a_long_chain_traces_and_runs():
+    def f(x):
+        for k in range(3000):
+            x = x * 1.0001 + (k % 7) * 1e-4 if k % 2 else (x - 1e-4).abs()
+        return x
+
+    agree(f, Call(tj.ones(4)), Call(tj.randn(8)))
+
+
+# ---- 24. modes are per thread; traced calls are thread-safe -----------------------------------
+def test_grad_mode_is_per_thread():
+    seen = []
+    inside = threading.Event()
+    release = threading.Event()
+
+    def other():
+        with tj.no_grad():
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(5)
+    seen.append(tj.is_grad_enabled())
+    x = rg(tj.ones(2))
+    seen.append((x * 2).requires_grad)
+    release.set()
+    t.join()
+    assert seen == [True, True]
+
+
+def test_concurrent_traces_and_calls():
+    tf = tj.trace(lambda x: (x * 2).tanh().sum(-1), (tj.ones(3, 4),))
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(30):
+                x = tj.randn(k + 2, 4)
+                assert np.allclose(tf(x).numpy(), (x * 2).tanh().sum(-1).numpy(), atol=1e-5)
+                g = tj.trace(lambda y: y * (k + i), (x,))
+                assert np.allclose(g(x).numpy(), (x * (k + i)).numpy())
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+# ---- 26. eager corners -----------------------------------------------------------------------
+def test_transposed_contiguous_is_contiguous():
+    y = tj.randn(3, 2).T.contiguous()
+    assert y.is_contiguous() and y.numpy().flags.c_contiguous
+    y.view(-1)
+
+
+def test_softmax_of_an_empty_tensor():
+    assert tj.softmax(tj.zeros(0, 3), -1).shape == (0, 3)
+    agree(lambda x: x.softmax(-1) * 2, Call(tj.randn(2, 3)), Call(tj.zeros(0, 3)))
+
+
+def test_load_of_a_broken_structure_record(tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez(path, **{"__structure__": np.array('{"kind": "nonsense"}')})
+    with pytest.raises(ValueError, match="structure"):
+        tj.load(path)
