@@ -31,7 +31,7 @@ from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
 from .interpret import check_guard
-from .numba_cpu import RowKernel, Unsupported, compile_region, size_params
+from .numba_cpu import RowKernel, Unsupported, compile_region, row_frame, size_params
 
 
 def static_broadcast(shapes: list) -> tuple | None:
@@ -171,8 +171,8 @@ class HostProgram:
         zs = "(" + "".join(f"({src}), " for src, _ in size_params(region)) + ")"
         for src, _ in size_params(region):
             em.render(_as_sym(region, src))  # checks its symbols are bound
-        if isinstance(kernel, RowKernel):  # the row frame leaves out reduced values
-            frame = [v for v in region.outputs + region.inputs if v not in kernel.reduced]
+        if isinstance(kernel, RowKernel):
+            frame = row_frame(region)
         else:
             frame = region.outputs + region.inputs
         loop = static_broadcast([v.shape for v in frame])

@@ -149,6 +149,8 @@ class Interpreter:
         for kind, node, op, reads, attrs, out in self.steps:
             if kind == "guard":
                 check_guard(node, vals[op]._data)
+                if STATE.capture is not None:
+                    STATE.capture.replay_guard(node, vals[op])
                 continue
             STATE.grad_enabled = node.grad_mode and record
             if kind == "region":

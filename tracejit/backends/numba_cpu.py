@@ -452,6 +452,15 @@ class RegionKernel:
         return outs
 
 
+def row_frame(region: Graph) -> list:
+    """The values whose shapes broadcast to a row kernel's iteration space: its inputs and
+    outputs but the per-row reductions, and the operand of every sum over rows (an
+    expanded gradient summed back to a bias exists only inside the region)."""
+    reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
+    return [v for v in region.outputs + region.inputs if v not in reduced] + [
+        n.inputs[0] for n in region.nodes if column_sum(n)]
+
+
 class RowKernel:
     """A compiled row region (reductions over the last dimension)."""
 
@@ -461,8 +470,7 @@ class RowKernel:
         self.module = load_module(self.source, "row")
         self.reduced = reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
         self.sizes = _size_codes(region)
-        self.frame = [_shape_codes(v) for v in region.outputs + region.inputs
-                      if v not in reduced]
+        self.frame = [_shape_codes(v) for v in row_frame(region)]
         # inputs: one value per row, per column (the same in every row), or per element
         self.row_inputs = ["row" if _is_row_value(v, reduced) else "column" if
                            _is_column_value(v) else "element" for v in region.inputs]

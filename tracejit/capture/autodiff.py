@@ -19,6 +19,7 @@ from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, symbols_in
 from ..ir.passes import PassManager
+from ..ir.passes.outputs import copy_aliased_outputs
 from ..ops import OPS
 from ..ops.registry import CREATION, ELEMENTWISE
 from ..tensor.creation import zeros
@@ -70,6 +71,9 @@ class BackwardTrace:
                                   joint.outputs)
         self.n_outputs = len(out_values)
         self.fwd_stages = PassManager().run(self.forward_graph)
+        distinct = copy_aliased_outputs(self.fwd_stages[-1][1], self.n_outputs)
+        if distinct is not self.fwd_stages[-1][1]:
+            self.fwd_stages.append(("copy_aliased_outputs", distinct, 0.0))
         self.stages = PassManager().run(self.recorded)
         self.graph = self.stages[-1][1]
         self.bindings = rec.bindings
@@ -136,7 +140,9 @@ def _trace_joint(forward: Graph, inputs: list):
             # sizes stay symbolic in the replay: bind the forward's symbols to ours
             env = {sym: rec.shape_of(xs[i])[d] for i, d, sym in forward.size_bindings()}
             outs = Interpreter(forward).run(xs, env)
-            float_outs = [k for k, o in enumerate(outs) if o.is_floating_point()]
+            # the outputs that take part in autograd: those eager execution gives a
+            # history (a detached output or an integer one has none)
+            float_outs = [k for k, o in enumerate(outs) if o.requires_grad]
             STATE.capture = None
             gs = [ones(*outs[k]._data.shape, dtype=outs[k].dtype) for k in float_outs]
             for k, g in zip(float_outs, gs):
@@ -335,11 +341,7 @@ def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
     node.bt, node.trace, node.inputs, node.saved = bt, trace, inputs, saved
     node.versions = versions
     node.out_meta = [(o._data.shape, o.dtype) for o in outs]
-    for nr, o in enumerate(outs):
-        if o.is_floating_point():
-            if any(o is t for t in inputs):  # an input returned as it is: a new alias
-                alias = _make(o._data)
-                alias._vc = counter(o)
-                o = outs[nr] = alias
-            o._rg, o.grad_fn, o._output_nr = True, node, nr
+    for nr in bt.float_outs:
+        o = outs[nr]
+        o._rg, o.grad_fn, o._output_nr = True, node, nr
     return outs

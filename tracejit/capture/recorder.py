@@ -178,6 +178,11 @@ class Recorder:
         size = self.shape_of(t)[dim]
         return size.specialize(kind) if isinstance(size, SymInt) else size
 
+    def replay_guard(self, node, t: Tensor) -> None:
+        """A guard of a graph being replayed under this recorder (the joint forward and
+        backward trace): it stays a guard of the graph recorded."""
+        self.graph.add_node(GUARD, [self.value_of(t)], dict(node.attrs), [], node.source)
+
     def escape(self, t: Tensor, how: str) -> None:
         """t.numpy(), t.tolist(), np.asarray(t): guard the whole value seen."""
         self._guard_node(t, "array", np.array(t._data, copy=True))
@@ -207,15 +212,20 @@ class Recorder:
             STATE.capture = self
         self._record(op, args, attrs, out)
         node = out.grad_fn
-        if node is not None and not self.aborted and getattr(node, "metas", None) is not None:
-            # a backward rule traced later must see symbolic sizes, not this call's
+        if self.allow_backward and node is not None and not self.aborted and \
+                getattr(node, "metas", None) is not None:
+            # this node exists only for the backward being traced, whose rules must see
+            # symbolic sizes: of the inputs, of attributes (a slice up to a size) and of
+            # sizes used as numbers (`x * x.shape[0]`). (A plain trace's nodes serve the
+            # eager backward of the call being traced: they keep that call's numbers.)
             node.metas = [m if m is None or not isinstance(a, Tensor) else
                           (tuple(self.value_of(a).shape), m[1], m[2])
                           for m, a in zip(node.metas, args)]
-            if self.allow_backward and has_sym(tuple(attrs.values())):
-                # ... and symbolic attributes (a slice up to a size): this node exists only
-                # for the backward being traced, which records what its rule computes
+            if has_sym(tuple(attrs.values())):
                 node.attrs = dict(attrs)
+            if node.saved is not None and any(isinstance(a, SymInt) for a in args):
+                node.saved = [a if isinstance(a, SymInt) else s
+                              for s, a in zip(node.saved, args)]
         if op.view and out._base is not None and not self.aborted:
             src = args[0]
             base, chain = self.view_chains.get(id(src), (src, ()))

@@ -97,8 +97,12 @@ class Trace:
     def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
                  n_user_tensors: int, backend: str = "interpret", param_refs=()):
         from ..ir.passes import PassManager
+        from ..ir.passes.outputs import copy_aliased_outputs
 
         self.stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
+        distinct = copy_aliased_outputs(self.stages[-1][1])
+        if distinct is not self.stages[-1][1]:
+            self.stages.append(("copy_aliased_outputs", distinct, 0.0))
         self.in_spec = in_spec
         self.param_refs = param_refs  # (store, key) of each parameter input, read per call
         self.recorded = recorder.graph

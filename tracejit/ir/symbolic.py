@@ -162,6 +162,28 @@ class SymInt:
     def __rmod__(self, o):
         return self._binary(o, "%", lambda a, b: a % b, True)
 
+    def __pow__(self, o):
+        if isinstance(o, int) and not isinstance(o, bool) and o >= 0:
+            out = 1
+            for _ in range(o):
+                out = out * self
+            return out
+        return NotImplemented
+
+    def __abs__(self):
+        """|expr|: a symbol or a sum with non-negative terms is a size already."""
+        if self.poly is not None and all(c > 0 for c in self.poly.values()):
+            return self
+        return make(abs(self.hint), None, self.recorder, f"abs({self.source()})")
+
+    def __truediv__(self, o):
+        """True division of sizes is a Python float: the trace specialises it (guarded)."""
+        return self.specialize("float") / (o.specialize("float") if isinstance(o, SymInt)
+                                           else o)
+
+    def __rtruediv__(self, o):
+        return o / self.specialize("float")
+
     def __neg__(self):
         return self * -1
 
@@ -237,7 +259,25 @@ def _as_poly(x) -> Poly | None:
 
 
 def _src(x) -> str:
-    return x.source() if isinstance(x, SymInt) else str(x)
+    """Source of an operand, parenthesised unless it is one symbol or a number, so that
+    it keeps its meaning inside a larger expression (`(s0 - 1) // 2`)."""
+    if not isinstance(x, SymInt):
+        return f"({x})" if x < 0 else str(x)
+    src = x.source()
+    return src if re.fullmatch(r"\w+|\(.*\)", src) and _balanced(src) else f"({src})"
+
+
+def _balanced(src: str) -> bool:
+    """Whether an outer pair of parentheses (if any) encloses the whole expression."""
+    if not src.startswith("("):
+        return True
+    depth = 0
+    for k, ch in enumerate(src):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(src) - 1:
+            return False
+    return True
 
 
 def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt | int":
