@@ -191,6 +191,7 @@ SAMPLES = {
     "rand": ([S(shape=(3, 4), dtype=None)], None, []),
     "randn": ([S(shape=(3, 4), dtype=None)], None, []),
     "randint": ([S(low=0, high=5, shape=(3, 4), dtype=None)], None, []),
+    "randperm": ([S(n=7, dtype=None)], None, []),
 }
 
 

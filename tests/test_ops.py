@@ -20,7 +20,7 @@ def _attrs(name, sample, dtype=tj.float64):
     attrs = dict(sample.attrs)
     if "dtype" in attrs and attrs["dtype"] is None:
         attrs["dtype"] = tj.float32 if name == "cast" else (
-            tj.int64 if name == "randint" else dtype)
+            tj.int64 if name in ("randint", "randperm") else dtype)
     return attrs
 
 
@@ -50,6 +50,9 @@ def test_impl_matches_reference(name, i):
     out = apply(OPS[name], *_inputs(s), **attrs)
     if ref is None:  # random ops: check the distribution's support instead
         data = out.numpy()
+        if name == "randperm":
+            assert sorted(data.tolist()) == list(range(attrs["n"]))
+            return
         assert data.shape == tuple(attrs["shape"])
         if name == "rand":
             assert data.min() >= 0 and data.max() < 1

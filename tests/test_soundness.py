@@ -320,6 +320,7 @@ def test_mixed_dtypes_in_linear_raise_like_pytorch():
 def test_python_inf_and_nan_in_kernels(c):
     agree(lambda x: (x * 2).clamp(max=1.0) + c, Call(tj.ones(3)), Call(tj.zeros(300)))
     agree(lambda x: tj.maximum(x * 2, tj.full_like(x, c)).tanh(), Call(tj.ones(3)))
+    agree(lambda x: (x * 2 + c).tanh() * c, Call(tj.ones(3)), Call(tj.ones(5, 3)))
 
 
 def test_float16_graphs_run():

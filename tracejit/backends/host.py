@@ -163,8 +163,16 @@ class HostProgram:
     def _emit_region(em: _Emitter, node, args: list, outs: list) -> None:
         region = node.regions[0]
         kernel = compile_region(region, node.source, node.attrs["kind"])
-        if kernel is None:
-            raise Unsupported(f"the fused region at {node.source} is interpreted")
+        if kernel is None:  # no kernel (float16, say): the region's ops one by one
+            names = dict(zip(region.inputs, args))
+            for inner in region.nodes:
+                inner_args = [names[x] if isinstance(x, Value) else em.render(x)
+                              for x in inner.inputs]
+                names[inner.outputs[0]] = f"{outs[0]}_{len(names)}"
+                HostProgram._emit_op(em, inner, inner_args, names[inner.outputs[0]])
+            em.lines.append(f"{''.join(o + ', ' for o in outs)}= "
+                            f"{''.join(names[v] + ', ' for v in region.outputs)}")
+            return
         kname = em.const(kernel, "k")
         # region inputs are the node's inputs; sizes a kernel uses as numbers and the
         # region's shapes are written over the graph's symbols

@@ -8,6 +8,8 @@ on the interpreter after one warning: results are never wrong.
 """
 from __future__ import annotations
 
+import math
+
 import os
 import re
 import warnings
@@ -71,6 +73,8 @@ def _literal(x, names: dict) -> str:
         return name
     if isinstance(x, bool):
         return "True" if x else "False"
+    if isinstance(x, float) and not math.isfinite(x):  # repr gives a bare `inf` / `nan`
+        return "np.nan" if x != x else "np.inf" if x > 0 else "(-np.inf)"
     if isinstance(x, (int, float)):
         return repr(float(x)) if isinstance(x, float) else repr(x)
     raise Unsupported(f"operand {x!r}")
@@ -483,6 +487,10 @@ class RowKernel:
         # the kernel writes it at every position; it is read back from the first ones
         self.partial = [None if kind != "element" else _broadcast_pick(v)
                         for v, (_, kind, _) in zip(region.outputs, self.outputs)]
+        # a per-row output of lower rank than the frame that is not a reduction without
+        # keepdim (a scalar the same in every row): computed per row, read from the first
+        self.row_picks = [_broadcast_pick(v) if kind == "row" and v not in reduced else None
+                          for v, (_, kind, _) in zip(region.outputs, self.outputs)]
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -519,7 +527,12 @@ class RowKernel:
             if pick is not None and (len(pick) < len(full) or not all(pick)):
                 index = (0,) * (len(full) - len(pick)) + tuple(
                     slice(None) if whole else slice(0, 1) for whole in pick)
-                results[k] = results[k][index].copy()
+                results[k] = np.array(results[k][index])
+        for k, pick in enumerate(self.row_picks):
+            if pick is not None and len(pick) < len(full):
+                index = (0,) * (len(full) - len(pick)) + tuple(
+                    slice(None) if whole else slice(0, 1) for whole in pick)
+                results[k] = np.array(outs[k].reshape(lead + (1,))[index])
         return results
 
 
@@ -530,9 +543,16 @@ THREADS = numba.config.NUMBA_NUM_THREADS
 _failed: set = set()
 
 
+def _check_dtypes(region: Graph) -> None:
+    values = list(region.inputs) + [v for n in region.nodes for v in n.outputs]
+    if any(v.dtype.name == "float16" for v in values):
+        raise Unsupported("Numba's CPU target has no float16 arithmetic")
+
+
 def compile_region(region: Graph, label: str, kind: str = "elementwise"):
     """The kernel of a region, or None (with one warning) when it cannot be compiled."""
     try:
+        _check_dtypes(region)
         return RowKernel(region) if kind == "row" else RegionKernel(region)
     except Unsupported:
         return None

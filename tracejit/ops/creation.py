@@ -73,5 +73,7 @@ register("linspace", CREATION, lambda start, end, steps, dtype: np.linspace(
     arity=0)
 register("rand", RANDOM, _rand, lambda shape, dtype: AVal(tuple(shape), dtype), arity=0)
 register("randn", RANDOM, _randn, lambda shape, dtype: AVal(tuple(shape), dtype), arity=0)
+register("randperm", RANDOM, lambda n, dtype: GENERATOR.rng.permutation(n).astype(
+    dtype.np), lambda n, dtype: AVal((n,), dtype), arity=0)
 register("randint", RANDOM, _randint,
          lambda low, high, shape, dtype: AVal(tuple(shape), dtype), arity=0)

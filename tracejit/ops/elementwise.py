@@ -131,7 +131,13 @@ _unary("relu", _relu, "max({0}, 0)", lambda g, out, x: (F.threshold_backward(g, 
        rule=PROMOTE, save_out=True, meta_inputs=False)
 _unary("erf", _erf, "math.erf({0})",
        lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
-_unary("sign", np.sign, "((0 < {0}) - ({0} < 0))", lambda g, out, x: (g * 0,), rule=PROMOTE,
+def _sign(x):
+    """PyTorch's sign: 0 for NaN (numpy's gives NaN), as the kernels' expression does."""
+    return ((x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)) if x.dtype.kind != "b" else \
+        x.copy()
+
+
+_unary("sign", _sign, "((0 < {0}) - ({0} < 0))", lambda g, out, x: (g * 0,), rule=PROMOTE,
        saves=(), meta_inputs=False, discontinuous=True)
 _unary("floor", np.floor, "math.floor({0})", lambda g, out, x: (g * 0,), rule=PROMOTE,
        saves=(), meta_inputs=False, discontinuous=True)

@@ -22,9 +22,24 @@ def _infer_matmul(a, b):
     batch = broadcast_shapes("matmul", xs[:-2], ys[:-2])
     shape = batch + ((xs[-2],) if x.ndim > 1 else ()) + ((ys[-1],) if y.ndim > 1 else ())
     if x.dtype is not y.dtype:
-        raise RuntimeError(f"matmul: expected both arguments to have the same dtype, but got "
-                           f"{x.dtype.name} and {y.dtype.name}")
+        raise RuntimeError(_dtype_message(x.dtype.np, y.dtype.np))
     return AVal(shape, elementwise_dtypes("promote", (x, y))[1])
+
+
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "bool": "bool", "int8": "signed char", "uint8": "unsigned char"}
+
+
+def _dtype_message(a, b) -> str:
+    """PyTorch's words for a product of two dtypes (it does not promote matmul operands)."""
+    return (f"expected m1 and m2 to have the same dtype, but got: "
+            f"{_C_NAMES.get(np.dtype(a).name, a)} != {_C_NAMES.get(np.dtype(b).name, b)}")
+
+
+def _matmul(a, b):
+    if a.dtype != b.dtype:
+        raise RuntimeError(_dtype_message(a.dtype, b.dtype))
+    return np.matmul(a, b)
 
 
 def _matmul_vjp(g, out, a, b):
@@ -44,5 +59,5 @@ def _matmul_vjp(g, out, a, b):
     return ga, gb
 
 
-register("matmul", LINALG, np.matmul, _infer_matmul, _matmul_vjp, saves=(0, 1), arity=2,
+register("matmul", LINALG, _matmul, _infer_matmul, _matmul_vjp, saves=(0, 1), arity=2,
          save_when={0: (1,), 1: (0,)}, grad_name="MmBackward0")

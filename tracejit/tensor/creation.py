@@ -62,15 +62,25 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     elif isinstance(data, np.ndarray):
         arr = np.array(data, copy=True)
         dt.from_numpy_dtype(arr.dtype)
-    elif isinstance(data, (list, tuple)) and data and any(isinstance(v, Tensor) for v in data):
-        arr = np.array([np.asarray(v._data if isinstance(v, Tensor) else v) for v in data])
-        arr = arr.astype(_infer_dtype(arr).np if arr.dtype.kind == "f" and dtype is None
-                         else arr.dtype)
+    elif isinstance(data, (list, tuple)) and data and any(
+            isinstance(v, (Tensor, list, tuple)) for v in data) and _holds_tensors(data):
+        # stacked through dispatch, so a trace records it (the values are read, not frozen)
+        from . import functional as F
+
+        items = [tensor(v) if not isinstance(v, Tensor) else v.detach() for v in data]
+        common = dt.result_type(*items)
+        out = F.stack([t if t.dtype is common else t.to(common) for t in items])
+        return _finish(out if dtype is None else out.to(dtype), requires_grad)
     else:
         arr = np.array(data, dtype=_infer_dtype(data).np if dtype is None else None)
     if dtype is not None:
         arr = arr.astype(dt.as_dtype(dtype).np, copy=False)
     return _finish(_make(arr), requires_grad)
+
+
+def _holds_tensors(data) -> bool:
+    return any(isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensors(v))
+               for v in data)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -138,7 +148,7 @@ def randint(low, high=None, size=(), *, dtype=None, device=None) -> Tensor:
 
 def randperm(n, *, dtype=None, device=None) -> Tensor:
     check_device(device)
-    return _make(GENERATOR.rng.permutation(n).astype(_dtype(dtype, dt.int64).np))
+    return _create(OPS.randperm, False, device, n=n, dtype=_dtype(dtype, dt.int64))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -176,18 +176,28 @@ def cast(input, dtype) -> Tensor:
 
 
 def equal(input, other) -> bool:
-    """True if both tensors have the same shape and elements."""
-    return tuple(input.shape) == tuple(other.shape) and bool(np.array_equal(input._data,
-                                                                               other._data))
+    """True if both tensors have the same shape and elements (a tensor read: guarded
+    when tracing)."""
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(all(eq(input, other)))
 
 
 def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> bool:
-    return bool(np.allclose(input._data, other._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(all(isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)))
 
 
 def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> Tensor:
-    return _make(np.isclose(input._data, _operand(other)._data if isinstance(other, Tensor)
-                            else other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    """|input - other| <= atol + rtol * |other|, elementwise (equal infinities are close;
+    NaNs only with equal_nan), written in tracejit ops so that tracing records it."""
+    other = _operand(other) if isinstance(other, Tensor) else other
+    close = logical_or(eq(input, other), le(abs(sub(input, other)),
+                                            add(mul(abs(other) if isinstance(other, Tensor)
+                                                    else builtins.abs(other), rtol), atol)))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(input), isnan(other) if isinstance(
+            other, Tensor) else math.isnan(other)))
+    return close
 
 
 # ---- reductions ----------------------------------------------------------------------------
