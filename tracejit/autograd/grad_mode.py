@@ -1,13 +1,14 @@
-"""Grad mode: the global switch eager dispatch reads before recording a node."""
+"""Grad mode: the switch eager dispatch reads before recording a node. Like PyTorch's,
+it is per thread (so are anomaly mode and the trace recorder): another thread's
+`no_grad()` or trace does not change what this thread records."""
 from __future__ import annotations
 
 import functools
+import threading
 
 
-class _State:
-    __slots__ = ("grad_enabled", "anomaly", "capture")
-
-    def __init__(self):
+class _State(threading.local):
+    def __init__(self):  # runs once in every thread that reads the state
         self.grad_enabled = True
         self.anomaly = False
         self.capture = None  # the active trace recorder, if any (see tracejit.capture)

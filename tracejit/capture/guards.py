@@ -57,10 +57,15 @@ class EntryGuards:
             a, d = f"a{i}", f"d{i}"
             ns[f"DT{i}"] = t._data.dtype
             label = v.name
+            # the layout too: eager code decides on it (`view` of a transposed tensor
+            # raises, `reshape` copies instead of aliasing)
+            contiguous = bool(t._data.flags.c_contiguous)
             cond = (f"isinstance({a}, Tensor) and {d}.dtype is DT{i} and {d}.ndim == {t.ndim} "
-                    f"and {a}._rg is {t.requires_grad}")
+                    f"and {a}._rg is {t.requires_grad} and "
+                    f"{d}.flags.c_contiguous is {contiguous}")
             what = (f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}, "
-                    f"requires_grad={t.requires_grad}")
+                    f"requires_grad={t.requires_grad}, "
+                    f"{'contiguous' if contiguous else 'not contiguous'}")
             lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))
             if i >= types_from:
                 self._add(lines, cond, Guard(what))

@@ -58,6 +58,8 @@ class Recorder:
         self.allow_backward = False            # set when tracing a backward on purpose
         self.closed = False
         self.aborted: str | None = None
+        self.abort_is_final = True             # False: later calls may trace again
+        self.saved_counters: dict = {}         # id(version counter) -> (op, counter)
         self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
 
     # ---- inputs ----------------------------------------------------------------------------
@@ -193,11 +195,13 @@ class Recorder:
             return
         self.abort(f"{what} inside a traced function is not captured by tj.trace")
 
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, final: bool = True) -> None:
         """Stop recording: the rest of this call runs purely eagerly (each side effect
-        once) and the function is not traced; `reason` is reported."""
+        once) and the function is not traced; `reason` is reported. Unless `final`, only
+        this call's path is not kept: a later call may trace again."""
         if self.aborted is None:
             self.aborted = reason
+            self.abort_is_final = final
         if STATE.capture is self:
             STATE.capture = None
 
@@ -212,6 +216,8 @@ class Recorder:
             STATE.capture = self
         self._record(op, args, attrs, out)
         node = out.grad_fn
+        for counter, _ in getattr(node, "versions", None) or ():
+            self.saved_counters[id(counter)] = (op.name, counter)
         if self.allow_backward and node is not None and not self.aborted and \
                 getattr(node, "metas", None) is not None:
             # this node exists only for the backward being traced, whose rules must see
@@ -270,6 +276,13 @@ class Recorder:
         from ..tensor.dispatch import apply_inplace
 
         base, chain = self.view_chains.get(id(target), (None, ()))
+        saved = self.saved_counters.get(id(target._vc)) if target._vc is not None else None
+        if saved is not None:
+            # eager autograd raises at backward() if it reaches the node that saved it;
+            # a trace records updates functionally and would not, so this path runs eagerly
+            self.abort(f"in-place {op.name} of a value saved for the backward of "
+                       f"{saved[0]}", final=False)
+            return apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
         if base is not None and not _is_plain_slice(chain):
             self.abort(f"in-place {op.name} through a view made by "
                        f"{' -> '.join(o.name for o, _ in chain)}: tracing records writes "

@@ -121,6 +121,7 @@ class Trace:
         self.backwards: list = []  # BackwardTraces, built by calls recording gradients
         self.stats: dict = {}      # the owning TracedFunction's stats (set by it)
         self._backward_failed = False
+        self._lock = threading.Lock()
 
     def value_guards(self) -> list[Guard]:
         return [Guard(f"value of {n.attrs['kind']}() read == {_short(n.attrs['expected'])}",
@@ -154,6 +155,13 @@ class Trace:
         """The compiled backward whose size guards these inputs pass (built on first need,
         up to BACKWARD_BUDGET of them), or None: the call then records eager autograd."""
         for bt in self.backwards:
+            if bt.fwd_guards is None or bt.fwd_guards.check(*tensors):
+                return bt
+        with self._lock:  # one thread traces it; the others wait for it
+            return self._new_backward_trace(tensors)
+
+    def _new_backward_trace(self, tensors: list):
+        for bt in self.backwards:  # another thread may have built it meanwhile
             if bt.fwd_guards is None or bt.fwd_guards.check(*tensors):
                 return bt
         if self._backward_failed or len(self.backwards) >= BACKWARD_BUDGET:
@@ -354,9 +362,13 @@ class TracedFunction:
         if not rec.aborted:
             rec.canonicalize_sizes()
         if rec.aborted:  # the call itself completed eagerly; keep no trace
-            self._aborted = rec.aborted
             self.stats["eager_fallbacks"] += 1
-            self._warn_budget(Guard(rec.aborted))
+            if rec.abort_is_final:
+                self._aborted = rec.aborted
+                self._warn_budget(Guard(rec.aborted))
+            else:
+                self.events.append(f"a call ran eagerly: {rec.aborted}")
+                log("recompiles", f"{self.name}: a call ran eagerly: {rec.aborted}")
             return result
         out_tensors, out_others = [], []
         out_spec = flatten_outputs(result, rec.inputs, out_tensors, out_others)

@@ -140,5 +140,6 @@ register("sum_to", REDUCE, _sum_to, _infer_sum_to,
          lambda g, out, x, shape: (F.expand_to(g, tuple(x.shape)),), expr="+")
 register("cat", SHAPE, _cat, _infer_cat, _cat_vjp, arity=-1)
 register("detach", SHAPE, lambda x: x.view(), _same, view=True, expr="{0}")
-register("clone", ELEMENTWISE, lambda x: np.array(x, copy=True), _same,
-         lambda g, out, x: (g,), expr="{0}", dtype_rule="cast")
+register("clone", ELEMENTWISE, lambda x, contiguous=False: np.array(
+    x, copy=True, order="C" if contiguous else "K"), lambda x, contiguous=False: _same(x),
+    lambda g, out, x, contiguous=False: (g,), expr="{0}", dtype_rule="cast")

@@ -526,7 +526,11 @@ def stack(tensors, dim=0):
 
 
 def contiguous(input):
-    return input if input._data.flags.c_contiguous else clone(input)
+    """The tensor itself when its memory is C-contiguous, else a C-contiguous copy (a
+    clone keeps the layout, as PyTorch's does)."""
+    if input._data.flags.c_contiguous:
+        return input
+    return apply(OPS.clone, input, contiguous=True)
 
 
 def flip(input, dims):
