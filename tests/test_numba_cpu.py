@@ -114,6 +114,41 @@ def test_unsafe_cache_folder_is_refused_with_a_warning(tmp_path, monkeypatch):
     assert not list(folder.glob("k_*.py"))
 
 
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
+                    reason="giving a folder to another user needs root")
+def test_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o755)
+    os.chown(folder, 65534, 65534)
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(folder))
+    monkeypatch.setattr(kernel_cache, "_warned_unsafe", set())
+    with pytest.warns(RuntimeWarning, match="belongs to another user"):
+        assert kernel_cache.load_module("Y = 5\n").Y == 5
+    assert not list(folder.glob("k_*.py"))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate"])
+@pytest.mark.parametrize("which", ["nbi", "nbc"])
+def test_damaged_numba_cache_files_are_recompiled(tmp_path, damage, which):
+    script = ("import tracejit as tj\n"
+              "f = tj.trace(lambda x: (x * 3).tanh() + 1, (tj.ones(5),), backend='numba')\n"
+              "print(float(f(tj.ones(5)).sum()))\n")
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path))
+
+    def run():
+        r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, timeout=300,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return float(r.stdout)
+
+    first = run()
+    files = list((tmp_path / "__pycache__").glob(f"*.{which}"))
+    assert files
+    for f in files:
+        f.write_bytes(b"garbage\n" if damage == "garbage" else f.read_bytes()[:20])
+    assert run() == first and run() == first  # recovered, and the cache works again
+
+
 def test_disabling_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEJIT_DISABLE_CACHE", "1")

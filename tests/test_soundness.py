@@ -425,8 +425,16 @@ def test_softmax_of_an_empty_tensor():
     agree(lambda x: x.softmax(-1) * 2, Call(tj.randn(2, 3)), Call(tj.zeros(0, 3)))
 
 
-def test_load_of_a_broken_structure_record(tmp_path):
+@pytest.mark.parametrize("record", ['{"tensor": "missing"}', '{"nonsense": 1}', '[1, 2]',
+                                    '{"list": [{"tensor": 3}]}'])
+def test_load_of_a_broken_structure_record(tmp_path, record):
+    from tracejit.serialization import _META
+
     path = tmp_path / "x.npz"
-    np.savez(path, **{"__structure__": np.array('{"kind": "nonsense"}')})
-    with pytest.raises(ValueError, match="structure"):
+    tj.save({"w": tj.ones(2)}, path)
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays[_META] = np.frombuffer(record.encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="structure record"):
         tj.load(path)

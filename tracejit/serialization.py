@@ -78,5 +78,9 @@ def load(f):
             raise ValueError("tj.load: not a tracejit file (no structure record); files "
                              "written by other tools need np.load")
         arrays = {k: data[k] for k in data.files}
-    structure = json.loads(arrays.pop(_META).tobytes().decode())
-    return _decode(structure, arrays)
+    try:
+        structure = json.loads(arrays.pop(_META).tobytes().decode())
+        return _decode(structure, arrays)
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as err:
+        raise ValueError(f"tj.load: the file's structure record is broken ({type(err).__name__}"
+                         f": {err}); it was not written by tj.save, or it was damaged") from None

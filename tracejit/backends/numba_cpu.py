@@ -22,7 +22,7 @@ from ..ir.graph import Graph, Value
 from ..ir.passes.fuse import column_sum
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE
-from ..runtime.kernel_cache import load_module
+from ..runtime.kernel_cache import load_module, purge_compiled
 from .scalar_math import FLOAT32_FORMS
 
 # Numba's OpenMP layer keeps its threads spinning after a parallel loop, which starves
@@ -449,11 +449,24 @@ class RegionKernel:
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
             kernel = self.module.flat_serial if small else self.module.flat
-            kernel(*[o.reshape(-1) for o in outs], *[a.reshape(-1) for a in arrays], *zs)
+            launch(self.module, kernel, *[o.reshape(-1) for o in outs],
+                   *[a.reshape(-1) for a in arrays], *zs)
         else:
             kernel = self.module.nd_serial if small else self.module.nd
-            kernel(*outs, *arrays, *zs, shape)
+            launch(self.module, kernel, *outs, *arrays, *zs, shape)
         return outs
+
+
+def launch(module, kernel, *args) -> None:
+    """Call a compiled kernel. Numba loads its machine code from its cache files at the
+    first call; a truncated or garbage index or data file fails there (UnpicklingError,
+    EOFError, ...) and would fail every later process too: remove them and compile again."""
+    try:
+        kernel(*args)
+    except Exception:
+        if not purge_compiled(module):
+            raise
+        kernel(*args)
 
 
 def row_frame(region: Graph) -> list:
@@ -516,9 +529,9 @@ class RowKernel:
                 np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
         kernel = self.module.row_serial if serial else self.module.row
         if self.columns:
-            kernel(rows, n, chunks, *outs, *ins, *zs)
+            launch(self.module, kernel, rows, n, chunks, *outs, *ins, *zs)
         else:
-            kernel(rows, n, *outs, *ins, *zs)
+            launch(self.module, kernel, rows, n, *outs, *ins, *zs)
         results = [o.sum(0).astype(d) if kind == "summed" else
                    o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
                                      else ()))

@@ -2,10 +2,10 @@
 Numba's own cache (cache=True) keeps their machine code between processes.
 
 Entries are keyed by a hash of the source and the numba/llvmlite versions and
-written atomically. A truncated or corrupted entry (or Numba cache file) is
-removed and compiled again. A cache folder that other users can write is
-refused with a warning (loading cached source runs it); kernels then compile
-in memory. TRACEJIT_CACHE_DIR moves the cache, TRACEJIT_DISABLE_CACHE=1 turns
+written atomically. A truncated or corrupted entry (or Numba index or data
+file) is removed and compiled again. A cache folder that other users own or can
+write is refused with a warning (loading cached source runs it); kernels then
+compile in memory. TRACEJIT_CACHE_DIR moves the cache, TRACEJIT_DISABLE_CACHE=1 turns
 it off.
 """
 from __future__ import annotations
@@ -33,6 +33,13 @@ def cache_dir() -> Path | None:
     except OSError as err:
         _warn_once(root, f"tracejit: kernel cache {root} is unusable ({err}); compiling in "
                          "memory")
+        return None
+    owner = root.stat().st_uid
+    if hasattr(os, "getuid") and owner != os.getuid():
+        _warn_once(root, f"tracejit: refusing kernel cache {root}: it belongs to another user "
+                         f"(uid {owner}), and loading cached kernels runs their code. "
+                         "Compiling in memory; use a folder of your own or "
+                         "TRACEJIT_CACHE_DIR.")
         return None
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         _warn_once(root, f"tracejit: refusing kernel cache {root}: other users can write it, "
@@ -110,6 +117,25 @@ def _remove_entry(root: Path, key: str) -> None:
             p.unlink()
         except OSError:
             pass
+
+
+def purge_compiled(module) -> bool:
+    """Remove Numba's cache files of a kernel module and reset its dispatchers' loaded
+    state, once per module; False when there is nothing to remove (then the error that
+    led here is not the cache's)."""
+    path = getattr(module, "__file__", None)
+    if path is None or getattr(module, "_tracejit_purged", False):
+        return False
+    module._tracejit_purged = True
+    stem = Path(path).stem
+    found = False
+    for p in (Path(path).parent / "__pycache__").glob(f"{stem}.*.nb*"):
+        try:
+            p.unlink()
+            found = True
+        except OSError:
+            pass
+    return found
 
 
 def clear() -> int:
