@@ -10,6 +10,8 @@ graph's notes (shown by `.explain()`).
 """
 from __future__ import annotations
 
+import heapq
+
 from ...ops import OPS
 from ...ops.registry import ELEMENTWISE, REDUCE, SHAPE
 from ..graph import FUSED, Graph, Value
@@ -110,6 +112,9 @@ def _why_not(node) -> str:
     return f"{node.op} is not fusible"
 
 
+MAX_REGION_NODES = 96
+
+
 def fuse(graph: Graph) -> Graph:
     nodes = graph.nodes
     index = {id(n): i for i, n in enumerate(nodes)}
@@ -124,7 +129,12 @@ def fuse(graph: Graph) -> Graph:
     group_of: dict = {}      # id(node) -> group id (follow `find` after merges)
     groups: dict = {}        # group id -> [nodes]
     kinds: dict = {}         # group id -> 'elementwise' | 'reduce'
-    reach: dict = {}         # id(node) -> groups it depends on (transitively)
+    # what depends on what, as bit masks over group ids (a set per node would make long
+    # chains quadratic): a node's upstream groups; per group, the ids merged into it and
+    # the union of its members' upstream groups
+    reach: dict = {}         # id(node) -> mask of groups it depends on (transitively)
+    members_mask: dict = {}  # group id -> mask of the ids merged into it
+    group_reach: dict = {}   # group id -> mask of the groups its members depend on
     parent: dict = {}        # merged group -> the group it joined
     notes = []
 
@@ -137,15 +147,13 @@ def fuse(graph: Graph) -> Graph:
         g = group_of.get(id(node))
         return None if g is None else find(g)
 
-    def reach_of(p) -> set:
-        r = {find(g) for g in reach[id(p)]}
-        if group(p) is not None:
-            r.add(group(p))
-        return r
+    def reach_of(p) -> int:
+        g = group(p)
+        return reach[id(p)] | (members_mask[g] if g is not None else 0)
 
     def depends_on(g, h) -> bool:
         """Some member of group g depends (directly or not) on group h."""
-        return any(h in {find(x) for x in reach[id(m)]} for m in groups[g])
+        return bool(group_reach[g] & members_mask[h])
 
     frames: dict = {}        # row group -> (leading dims, row length)
     terminal: dict = {}      # value of a row group no member may consume -> why
@@ -160,6 +168,10 @@ def fuse(graph: Graph) -> Graph:
         for x in n.inputs:
             if isinstance(x, Value) and x in terminal:
                 return terminal[x]
+        if len(groups[g]) >= MAX_REGION_NODES:
+            return (f"the kernel has {MAX_REGION_NODES} ops already (Numba's compile time "
+                    "grows faster than a kernel's length; a long chain becomes several "
+                    "kernels, and repeated ones compile once)")
         if column_sum(n):
             x = n.inputs[0]
             frame = frames.get(g) or (tuple(x.shape[:-1]), x.shape[-1])
@@ -179,7 +191,7 @@ def fuse(graph: Graph) -> Graph:
 
     for n in nodes:
         prods = [producer[x] for x in n.inputs if isinstance(x, Value) and x in producer]
-        upstream = set()
+        upstream = 0
         for p in prods:
             upstream |= reach_of(p)
         reach[id(n)] = upstream
@@ -194,7 +206,7 @@ def fuse(graph: Graph) -> Graph:
                 g = group(p)
                 if g is None:
                     continue
-                if any(g in reach_of(q) for q in prods if group(q) != g):
+                if any(reach_of(q) & members_mask[g] for q in prods if group(q) != g):
                     notes.append(f"{p.op} -> {n.op} not fused: the group would depend on "
                                  "itself through an op outside it")
                     continue
@@ -207,8 +219,9 @@ def fuse(graph: Graph) -> Graph:
         if chosen is not None:  # merge independent sibling groups
             for p in prods:
                 h = group(p)
-                if h is None or h == chosen or depends_on(h, chosen) or \
-                        depends_on(chosen, h):
+                if h is None or h == chosen or \
+                        len(groups[h]) + len(groups[chosen]) >= MAX_REGION_NODES or \
+                        depends_on(h, chosen) or depends_on(chosen, h):
                     continue
                 frame = frames.get(chosen) or frames.get(h)
                 if frame is not None and not (
@@ -219,14 +232,18 @@ def fuse(graph: Graph) -> Graph:
                     continue
                 groups[chosen] += groups.pop(h)
                 parent[h] = chosen
+                members_mask[chosen] |= members_mask.pop(h)
+                group_reach[chosen] |= group_reach.pop(h)
                 if frame is not None:
                     frames[chosen], kinds[chosen] = frame, "row"
         if chosen is None and fusible and not column_sum(n):
             chosen = len(groups) + len(parent)
             groups[chosen], kinds[chosen] = [], "elementwise"
+            members_mask[chosen], group_reach[chosen] = 1 << chosen, 0
         if chosen is not None:
             groups[chosen].append(n)
             group_of[id(n)] = chosen
+            group_reach[chosen] |= upstream
             if _row_reduction(n) or column_sum(n):
                 kinds[chosen] = "row"
                 frames.setdefault(chosen, (tuple(n.inputs[0].shape[:-1]),
@@ -273,29 +290,36 @@ def _rebuild(graph, fused, kinds, group_of, index, users, external, notes) -> Gr
     for n in graph.nodes:
         g = group_of.get(id(n))
         unit_of[id(n)] = ("g", g) if g in fused else ("n", id(n))
-    # topological order of units (a group is one unit), earliest original position first
-    order, placed = [], set()
-    pending = list(graph.nodes)
+    # topological order of units (a group is one unit), earliest original position first:
+    # Kahn's algorithm over the units, ready units taken by their first member's position
     producer = {v: n for n in graph.nodes for v in n.outputs}
     unit_nodes: dict = {}
-    for n in graph.nodes:
+    first: dict = {}
+    for k, n in enumerate(graph.nodes):
         unit_nodes.setdefault(unit_of[id(n)], []).append(n)
-    while pending:
-        for n in pending:
-            unit = unit_of[id(n)]
-            members = unit_nodes[unit]
-            member_ids = {id(m) for m in members}
-            ready = all(
-                producer.get(x) is None or id(producer[x]) in member_ids or
-                unit_of[id(producer[x])] in placed
-                for m in members for x in m.inputs if isinstance(x, Value))
-            if ready:
-                order.append(unit)
-                placed.add(unit)
-                pending = [p for p in pending if id(p) not in member_ids]
-                break
-        else:
-            raise AssertionError("fusion produced a cycle")
+        first.setdefault(unit_of[id(n)], k)
+    successors: dict = {unit: set() for unit in unit_nodes}
+    waiting = dict.fromkeys(unit_nodes, 0)
+    for n in graph.nodes:
+        unit = unit_of[id(n)]
+        for x in n.inputs:
+            p = producer.get(x) if isinstance(x, Value) else None
+            if p is not None and unit_of[id(p)] != unit and \
+                    unit not in successors[unit_of[id(p)]]:
+                successors[unit_of[id(p)]].add(unit)
+                waiting[unit] += 1
+    ready = [(first[u], u) for u, w in waiting.items() if w == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, unit = heapq.heappop(ready)
+        order.append(unit)
+        for nxt in successors[unit]:
+            waiting[nxt] -= 1
+            if waiting[nxt] == 0:
+                heapq.heappush(ready, (first[nxt], nxt))
+    if len(order) != len(unit_nodes):
+        raise AssertionError("fusion produced a cycle")
     b = Builder(graph, "fuse")
     b.graph.notes = list(dict.fromkeys(graph.notes + notes))
     for unit in order:
@@ -309,13 +333,13 @@ def _rebuild(graph, fused, kinds, group_of, index, users, external, notes) -> Gr
 
 def _emit_group(b: Builder, members, kind: str, users, external) -> None:
     member_ids = {id(m) for m in members}
+    produced = {v for m in members for v in m.outputs}
     region = Graph("region", made_by="fuse")
     local: dict = {}
     outer_inputs = []
     for m in members:
         for x in m.inputs:
-            if isinstance(x, Value) and x not in local and not any(x in o.outputs
-                                                                  for o in members):
+            if isinstance(x, Value) and x not in local and x not in produced:
                 rv = Value(x.dtype, x.shape, None, f"in{len(outer_inputs)}")
                 region.inputs.append(rv)
                 local[x] = rv
