@@ -544,3 +544,12 @@ def test_a_hook_keeping_a_summed_gradient_sees_it_unchanged():
     (s * 2 + s * 3 + s * 4).sum().backward()
     np.testing.assert_allclose(kept[0].numpy(), np.full(3, 9.0))
     np.testing.assert_allclose(a.grad.numpy(), np.full(3, 9.0))
+
+
+def test_grad_to_an_intermediate_leaves_the_graph_beyond_it_intact():
+    x = tj.randn(3, requires_grad=True)
+    h = x.exp()
+    (gh,) = tj.autograd.grad((h * 2).sum(), h)  # runs (and frees) only what leads to h
+    assert np.allclose(gh.numpy(), 2.0)
+    (h * 3).sum().backward()  # exp's node did not run, so it still has what it saved
+    assert np.allclose(x.grad.numpy(), 3 * np.exp(x.detach().numpy()), rtol=1e-6)

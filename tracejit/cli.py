@@ -1,4 +1,5 @@
-"""Command line: `python -m tracejit demo | bench | dump | cache` (installed as `tracejit`)."""
+"""Command line: `python -m tracejit demo | bench | dump | cache | fuzz` (installed as
+`tracejit`)."""
 from __future__ import annotations
 
 import argparse
@@ -96,6 +97,24 @@ def _cache(args) -> int:
     return 0
 
 
+def _fuzz(args) -> int:
+    import time
+
+    from .testing.fuzz import format_mismatch, fuzz
+
+    t0 = time.perf_counter()
+    backends = tuple(args.backend) if args.backend else ("interpret", "numba")
+    reports = fuzz(args.n, args.seed, backends, calls=args.calls, verbose=args.verbose)
+    bad = 0
+    for backend, report in reports.items():
+        print(f"{backend}: {report}")
+        for m in report.mismatches[:args.show]:
+            print(format_mismatch(m))
+        bad += len(report.mismatches)
+    print(f"seeds {args.seed}..{args.seed + args.n - 1}, {time.perf_counter() - t0:.1f} s")
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,6 +135,14 @@ def main(argv=None) -> int:
                       help="print the graph after every pass, not only the last")
     cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
     cache.add_argument("action", choices=["info", "clear"])
+    fz = sub.add_parser("fuzz", help="random programs: traced calls against eager")
+    fz.add_argument("--n", type=int, default=100, help="programs per backend")
+    fz.add_argument("--seed", type=int, default=0, help="the first program's seed")
+    fz.add_argument("--calls", type=int, default=6, help="calls per program after tracing")
+    fz.add_argument("--backend", action="append", choices=["interpret", "numba"],
+                    help="only this backend (repeat for both; default both)")
+    fz.add_argument("--show", type=int, default=5, help="mismatches printed per backend")
+    fz.add_argument("--verbose", action="store_true", help="print mismatches as found")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import main as demo
@@ -128,6 +155,8 @@ def main(argv=None) -> int:
         return _dump(args)
     if args.command == "cache":
         return _cache(args)
+    if args.command == "fuzz":
+        return _fuzz(args)
     return 1
 
 

@@ -65,8 +65,11 @@ def _discover(roots, targets):
                     break
             else:
                 stack.pop()
-                needed[node] = node in targets or any(
-                    e is not None and e[0] is not None and needed.get(e[0], False)
+                # a target's gradient is captured as it arrives: its node itself runs
+                # only when another target lies beyond it
+                needed[node] = any(
+                    e is not None and e[0] is not None and (
+                        e[0] in targets or needed.get(e[0], False))
                     for e in node._edges)
     return deps, needed
 
@@ -146,8 +149,8 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                         hook(in_grads, grads)
             else:
                 in_grads = _NONES * len(node._edges)
-            if not retain_graph:
-                node.release()
+            if not retain_graph and run:  # a node that did not run keeps what it saved:
+                node.release()            # another backward (beyond grad's inputs) needs it
             for edge, g in zip(node._edges, in_grads):
                 if edge is None:
                     continue

@@ -94,7 +94,8 @@ class BackwardTrace:
                         if symbols_in(g.source) <= fwd_symbols}
         fixed = {(i, d) for i in range(n_in) for d in range(len(joint.inputs[i].shape))}
         self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False, types_from=n_in,
-                                  skip=frozenset(among_inputs) | frozenset(fixed))
+                                  skip=frozenset(among_inputs) | frozenset(fixed),
+                                  layout=False)
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""

@@ -39,11 +39,12 @@ class Guard:
 class EntryGuards:
     def __init__(self, recorder, n_args: int, arg_consts: dict, pyreads: list,
                  grad_mode: bool = True, n_inputs: int | None = None,
-                 types_from: int = 0, skip: frozenset = frozenset()):
+                 types_from: int = 0, skip: frozenset = frozenset(), layout: bool = True):
         """`n_inputs`: check only the first inputs and the size relations among them;
         `types_from`: the types of the inputs before this index are known (checked by the
         caller); `skip`: size relations (by source) and pinned sizes (by (input, dim))
-        known to hold already."""
+        known to hold already; `layout`: check requires_grad and contiguity (a compiled
+        backward reads neither of its output gradients)."""
         self.guards: list[Guard] = []
         self.n_relations = 0                         # size checks (static sizes, relations)
         ns = {"Tensor": Tensor, "MISSING": MISSING}
@@ -60,12 +61,13 @@ class EntryGuards:
             # the layout too: eager code decides on it (`view` of a transposed tensor
             # raises, `reshape` copies instead of aliasing)
             contiguous = bool(t._data.flags.c_contiguous)
-            cond = (f"isinstance({a}, Tensor) and {d}.dtype is DT{i} and {d}.ndim == {t.ndim} "
-                    f"and {a}._rg is {t.requires_grad} and "
-                    f"{d}.flags.c_contiguous is {contiguous}")
-            what = (f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}, "
-                    f"requires_grad={t.requires_grad}, "
-                    f"{'contiguous' if contiguous else 'not contiguous'}")
+            cond = f"isinstance({a}, Tensor) and {d}.dtype is DT{i} and {d}.ndim == {t.ndim}"
+            what = f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}"
+            if layout:
+                cond += (f" and {a}._rg is {t.requires_grad} and "
+                         f"{d}.flags.c_contiguous is {contiguous}")
+                what += (f", requires_grad={t.requires_grad}, "
+                         f"{'contiguous' if contiguous else 'not contiguous'}")
             lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))
             if i >= types_from:
                 self._add(lines, cond, Guard(what))

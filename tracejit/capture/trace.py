@@ -16,7 +16,7 @@ from collections import Counter
 
 from ..autograd.grad_mode import STATE
 from ..backends.interpret import GuardMiss, Interpreter, _precompile, _resolve
-from ..ir.symbolic import has_sym
+from ..ir.symbolic import has_sym, hint_of
 from ..tensor.dispatch import user_stacklevel
 from ..tensor.tensor import Tensor
 from .autodiff import BackwardTrace, traced_call
@@ -372,6 +372,8 @@ class TracedFunction:
             return result
         out_tensors, out_others = [], []
         out_spec = flatten_outputs(result, rec.inputs, out_tensors, out_others)
+        if any(has_sym(v) for v in out_others):  # this call's sizes, as eager gives them
+            result = unflatten(out_spec, out_tensors, hint_of(out_others), rec.inputs)
         rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
         guards = EntryGuards(rec, len(others), dict(enumerate(others)), pyreads)
         trace = Trace(rec, guards, spec, out_spec, out_others, len(tensors) + len(params),

@@ -123,6 +123,9 @@ def _setitem_inplace(x, v, *idx, index):
 
 
 def _infer_setitem(x, v, *idx, index):
+    """The target's type; the index must select a valid region (its bounds are decisions
+    on sizes, so a trace guards them as getitem's are)."""
+    _infer_getitem(x, *idx, index=index)
     return aval_of(x)
 
 

@@ -60,10 +60,10 @@ class Outcome:
 
 
 def outcome(fn, args: tuple, kwargs: dict | None = None, *, backward: bool = True,
-            create_graph: bool = False, weights_seed: int = 0) -> Outcome:
+            create_graph: bool = False, weights_seed: int = 0, params=()) -> Outcome:
     """Call fn(*args, **kwargs) and observe it; with `backward`, run backward of a fixed
-    weighted sum of the float outputs that require grad and read the inputs' gradients
-    (and, with `create_graph`, the gradient of the gradients' sum)."""
+    weighted sum of the float outputs that require grad and read the gradients of the
+    inputs and `params` (and, with `create_graph`, the gradient of the gradients' sum)."""
     kwargs = kwargs or {}
     res = Outcome()
     inputs = [t for t in _leaves((args, kwargs), []) if isinstance(t, Tensor)]
@@ -86,7 +86,7 @@ def outcome(fn, args: tuple, kwargs: dict | None = None, *, backward: bool = Tru
     if not backward or not STATE.grad_enabled:
         return res
     rng = np.random.default_rng(weights_seed)
-    diff = [t for t in inputs if t.requires_grad]
+    diff = [t for t in inputs + list(params) if t.requires_grad]
     terms = []
     for leaf in leaves:
         if isinstance(leaf, Tensor) and leaf.requires_grad and leaf.is_floating_point():
@@ -112,6 +112,7 @@ def outcome(fn, args: tuple, kwargs: dict | None = None, *, backward: bool = Tru
                 res.grads += [None if g is None else _array(g) for g in second]
     except Exception as err:  # noqa: BLE001
         res.backward_error = type(err).__name__
+        res.message = str(err)[:300]
     return res
 
 
@@ -158,7 +159,8 @@ def compare(expected: Outcome, got: Outcome, rtol: float | None = None,
         if not _close(e, g, rtol or r, atol or a):
             return f"input {k} after the call: eager {e!r}, traced {g!r}"
     if expected.backward_error != got.backward_error:
-        return f"backward: eager {expected.backward_error}, traced {got.backward_error}"
+        return (f"backward: eager {expected.backward_error} ({expected.message}), traced "
+                f"{got.backward_error} ({got.message})")
     if len(expected.grads) != len(got.grads):
         return f"gradients: eager {len(expected.grads)}, traced {len(got.grads)}"
     for k, (e, g) in enumerate(zip(expected.grads, got.grads)):
