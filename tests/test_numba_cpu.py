@@ -89,6 +89,19 @@ def test_a_region_numba_cannot_compile_runs_on_the_interpreter(monkeypatch):
     np.testing.assert_allclose(out.numpy(), f(tj.arange(3.0)).numpy(), rtol=1e-6)
 
 
+def test_softmax_row_kernel_exponentiates_once_and_divides_once_per_row():
+    """The plan of a softmax row: a max pass, a sum pass that keeps exp(x - max) in the
+    output buffer (the spill), and an output pass that reads it back and multiplies by
+    the row sum's reciprocal."""
+    t = traced(lambda x: x.softmax(-1), tj.randn(4, 8))
+    region = next(n for n in t.graph.nodes if n.op == "fused").regions[0]
+    src = numba_cpu.generate_row(region).split("def row_serial")[0]
+    sum_pass, output_pass = src.split("inv_")[0], src.split("inv_", 1)[1]
+    assert sum_pass.count("exp_f32(") == 2  # float32 and float64 accumulators
+    assert "exp_f32(" not in output_pass and "= o0[r, j]" in output_pass
+    assert "= np.float32(1) / " in src and " / " not in output_pass.split("\n", 1)[1]
+
+
 def test_cache_reuses_entries_and_recovers_from_corruption(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     src = "X = 41\n"
