@@ -225,3 +225,17 @@ def test_passes_log(monkeypatch, capsys):
     tj.trace(lambda x: x.exp() * 2, (tj.ones(2),))
     err = capsys.readouterr().err
     assert "[tracejit:passes] after dce" in err and "[tracejit:passes] after fuse" in err
+
+
+def test_fuse_never_joins_a_group_that_depends_on_it_through_another_group():
+    def f(y):
+        h2 = -((y * 2).tanh() + 1)
+        h3 = y.sigmoid()
+        h5 = h2[:, :1] * h3 + h2   # h3's group reads h2's group through a slice
+        h6 = (h2 * 0.75 + h3) * 0.75 + h3  # ... and h2's chain reads h3
+        return h5, h3.detach() * h6
+
+    g = recorded(f, tj.ones(5, 3))
+    out = fuse(g)
+    verify(out)
+    same_numbers(g, out, tj.randn(4, 3))

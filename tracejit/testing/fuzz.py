@@ -239,7 +239,13 @@ def run_program(seed: int, backend: str, calls: int = 6, report: Report | None =
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a, _ = wrap(_fresh(example))
-        traced = tj.trace(obj, a, backend=backend)
+        try:
+            traced = tj.trace(obj, a, backend=backend)
+        except Exception as err:  # noqa: BLE001 — eager ran this call: tracing must too
+            report.calls += 1
+            report.mismatches.append((seed, backend, "trace", f"tracing raised "
+                                      f"{type(err).__name__}: {err}", prog.source))
+            return report
     for call in range(calls):
         batch = int(rng.choice([0, 1, 2, 3, 5, 7]))
         args = _inputs(rng, batch, prog.dtype, rng.random() < 0.5, rng.random() > 0.15)

@@ -206,7 +206,10 @@ def fuse(graph: Graph) -> Graph:
                 g = group(p)
                 if g is None:
                     continue
-                if any(reach_of(q) & members_mask[g] for q in prods if group(q) != g):
+                # another producer, or the group it belongs to, depending on g through an
+                # op outside g would make the fused node depend on itself
+                if any((reach_of(q) | group_reach.get(group(q), 0)) & members_mask[g]
+                       for q in prods if group(q) != g):
                     notes.append(f"{p.op} -> {n.op} not fused: the group would depend on "
                                  "itself through an op outside it")
                     continue
