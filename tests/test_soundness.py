@@ -212,6 +212,22 @@ def test_a_reassigned_global_tensor_is_seen():
         SCALE = tj.ones(3)
 
 
+WEIGHTS = [tj.ones(3), tj.ones(3) * 2]
+
+
+def test_a_replaced_element_of_a_global_list_of_tensors_is_seen():
+    tf = tj.trace(lambda x: x * WEIGHTS[1], (tj.ones(3),))
+    old = WEIGHTS[1]
+    WEIGHTS[1] = tj.ones(3) * 5
+    try:
+        assert tf(tj.ones(3)).numpy().tolist() == [5.0] * 3
+        WEIGHTS.pop()
+        with pytest.raises(IndexError):  # as eager
+            tf(tj.ones(3))
+    finally:
+        WEIGHTS[1:] = [old]
+
+
 def test_a_reassigned_closure_tensor_is_seen():
     w = tj.ones(3)
 

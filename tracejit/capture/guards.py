@@ -98,6 +98,8 @@ class EntryGuards:
             ns[f"H{k}"], ns[f"V{k}"] = holder, value
             if kind == "cell":
                 get = f"H{k}.cell_contents"
+            elif kind == "item" and not isinstance(holder, dict):  # a list element
+                get = f"(H{k}[{name}] if len(H{k}) > {name} else MISSING)"
             else:
                 get = f"H{k}.get({name!r}, MISSING)"
             if isinstance(value, SCALARS):

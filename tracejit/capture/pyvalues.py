@@ -45,6 +45,9 @@ def function_reads(fn, depth: int = 3, seen=None) -> list:
             out.append((f"global {name} in {fn.__module__}", ("global", g, name), value))
             if isinstance(value, module):
                 out += module_reads(value, f"{name}.")
+        elif _holds_tensors(value, tensor, module):
+            out.append((f"global {name} in {fn.__module__}", ("global", g, name), value))
+            out += _element_reads(value, f"global {name}", tensor, module)
         elif isinstance(value, types.FunctionType):
             out += function_reads(value, depth - 1, seen)
     if fn.__closure__:
@@ -58,8 +61,31 @@ def function_reads(fn, depth: int = 3, seen=None) -> list:
                             ("cell", cell, None), value))
                 if isinstance(value, module):
                     out += module_reads(value, f"{name}.")
+            elif _holds_tensors(value, tensor, module):
+                out.append((f"closure variable {name} of {fn.__qualname__}",
+                            ("cell", cell, None), value))
+                out += _element_reads(value, f"closure variable {name}", tensor, module)
             elif isinstance(value, types.FunctionType):
                 out += function_reads(value, depth - 1, seen)
+    return out
+
+
+def _holds_tensors(value, tensor, module) -> bool:
+    """A list, tuple or dict with tensors or modules in it (a list of weights)."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(
+        value, (list, tuple)) else ()
+    return any(isinstance(v, (tensor, module)) for v in items)
+
+
+def _element_reads(value, label: str, tensor, module) -> list:
+    """Each element of a list/tuple/dict (by value or identity): replacing one is seen."""
+    pairs = value.items() if isinstance(value, dict) else enumerate(value)
+    out = []
+    for key, v in pairs:
+        if isinstance(v, SCALARS + (tensor, module)):
+            out.append((f"{label}[{key!r}]", ("item", value, key), v))
+            if isinstance(v, module):
+                out += module_reads(v, f"{label}[{key!r}].")
     return out
 
 

@@ -1,0 +1,90 @@
+"""Mutation check: break one thing the test suite must notice, run the tests that cover it,
+and report whether they failed (the mutant was killed) or passed (it survived).
+
+    python -m tracejit.testing.mutations          # from a source checkout
+
+Each mutant is applied to a copy of the checkout, never to the checkout itself.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# (what it breaks, file, text, replacement, tests that must fail)
+MUTANTS = [
+    ("grad mode dropped from the CSE key", "tracejit/ir/passes/cse.py",
+     "key = (node.op, node.grad_mode, ", "key = (node.op, ",
+     ["tests/test_passes.py", "tests/test_soundness.py"]),
+    ("row-kernel spill disabled", "tracejit/backends/numba_cpu.py",
+     "    if not reductions or not per_element:\n        return None", "    return None",
+     ["tests/test_numba_cpu.py"]),
+    ("per-row reciprocal disabled", "tracejit/backends/numba_cpu.py",
+     "            if isinstance(divisor, Value) and divisor in ready and \\",
+     "            if False and isinstance(divisor, Value) and divisor in ready and \\",
+     ["tests/test_numba_cpu.py"]),
+    ("value guards left out of host programs", "tracejit/backends/host.py",
+     '                em.lines.append(f"_guard(g{k}, {args[0]})")', "                pass",
+     ["tests/test_soundness.py", "tests/test_trace.py"]),
+    ("value guards left out of the compiled forward part", "tracejit/capture/autodiff.py",
+     "        if any(isinstance(x, Value) and x in tainted for x in node.inputs):",
+     "        if node.op == GUARD:\n            continue\n"
+     "        if any(isinstance(x, Value) and x in tainted for x in node.inputs):",
+     ["tests/test_soundness.py"]),
+    ("guards not replayed into the joint trace", "tracejit/backends/interpret.py",
+     "                    STATE.capture.replay_guard(node, vals[op])", "                    pass",
+     ["tests/test_soundness.py"]),
+    ("argument structure not compared", "tracejit/capture/trace.py",
+     "            if tr.in_spec != spec:\n                continue",
+     "            if False:\n                continue",
+     ["tests/test_soundness.py"]),
+    ("identity guards on objects read from outside dropped", "tracejit/capture/guards.py",
+     '                self._add(lines, f"{get} is V{k}", Guard(f"{what} is {_short(value)}"))',
+     "                pass", ["tests/test_soundness.py"]),
+    ("contiguity not guarded", "tracejit/capture/guards.py",
+     '                         f"{d}.flags.c_contiguous is {contiguous}")', '                  '
+     '       "True")', ["tests/test_soundness.py"]),
+    ("sums over rows iterate over the outputs only", "tracejit/backends/numba_cpu.py",
+     "    return [v for v in region.outputs + region.inputs if v not in reduced] + [\n"
+     "        n.inputs[0] for n in region.nodes if column_sum(n)]",
+     "    return [v for v in region.outputs + region.inputs if v not in reduced]",
+     ["tests/test_soundness.py"]),
+]
+
+_IGNORE = shutil.ignore_patterns(".git", ".venv", ".cache", "__pycache__", "*.egg-info",
+                                 ".hypothesis", ".pytest_cache")
+
+
+def run(root: Path, only: str | None = None) -> int:
+    survivors = 0
+    for what, path, old, new, tests in MUTANTS:
+        if only and only not in what:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "checkout"
+            shutil.copytree(root, copy, ignore=_IGNORE)
+            target = copy / path
+            text = target.read_text()
+            if old not in text:
+                print(f"?? {what}: the text to mutate is not in {path} any more")
+                survivors += 1
+                continue
+            target.write_text(text.replace(old, new, 1))
+            env = dict(os.environ, PYTHONPATH=str(copy), TRACEJIT_CACHE_DIR=str(
+                Path(tmp) / "kernels"))
+            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
+                                "no:cacheprovider", *tests], cwd=copy, env=env,
+                               capture_output=True, text=True)
+            killed = r.returncode != 0
+            survivors += not killed
+            last = (r.stdout.strip().splitlines() or ["?"])[-1]
+            print(f"{'killed ' if killed else 'SURVIVED'} {what}  ({last})")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(Path(__file__).resolve().parents[2], sys.argv[1] if len(sys.argv) > 1
+                 else None))
