@@ -239,3 +239,13 @@ def test_fuse_never_joins_a_group_that_depends_on_it_through_another_group():
     out = fuse(g)
     verify(out)
     same_numbers(g, out, tj.randn(4, 3))
+
+
+def test_cse_tells_folded_constants_of_one_shape_apart():
+    def f(x):
+        return x * (tj.arange(2.0) + 1) + x * (tj.arange(2.0) * 3)
+
+    g = recorded(f, tj.ones(2))
+    folded = dce(fold_constants(g))
+    assert ops(folded).count("constant") == 2
+    same_numbers(g, cse(folded), tj.tensor([1.0, -2.0]))

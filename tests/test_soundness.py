@@ -115,6 +115,18 @@ def test_size_expressions(fn):
           Call(rg(tj.arange(8.0).reshape(4, 2))), Call(tj.arange(18.0).reshape(9, 2)))
 
 
+def test_a_size_is_not_merged_with_the_number_it_had():
+    def f(x, y):
+        return y * 2, y * (x.numel() // 3)  # at the traced call, numel() // 3 is 2
+
+    agree(f, Call(tj.ones(2, 3), tj.ones(1, 3)), Call(tj.ones(3, 3), tj.ones(1, 3)))
+
+
+def test_constants_of_one_shape_are_not_merged():
+    agree(lambda x: x * tj.tensor([1.0, 2.0]) + x * tj.tensor([3.0, 4.0]),
+          Call(tj.ones(2)), Call(tj.ones(3, 2)))
+
+
 # ---- 4. a broadcast parameter's gradient sums over every row ---------------------------------
 @pytest.mark.parametrize("batch", [5, 1, 0, 7])
 def test_broadcast_parameter_gradient_sums_all_rows(batch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...ops import OPS
 from ...ops.registry import RANDOM
 from ..graph import GUARD, Graph, Value
-from .rewrite import Builder, attrs_key
+from .rewrite import Builder, attrs_key, value_key
 
 
 def cse(graph: Graph) -> Graph:
@@ -16,7 +16,7 @@ def cse(graph: Graph) -> Graph:
         if pure:
             inputs = [b.get(x) for x in node.inputs]
             key = (node.op, node.grad_mode, tuple(id(x) if isinstance(x, Value) else
-                                                  ("lit", repr(x)) for x in inputs),
+                                                  value_key(x) for x in inputs),
                    attrs_key(node.attrs))
             if key in seen:
                 for old, new in zip(node.outputs, seen[key].outputs):

@@ -50,8 +50,29 @@ def same_type(a: Value, b: Value) -> bool:
         same_dim(x, y) for x, y in zip(a.shape, b.shape))
 
 
-def attrs_key(attrs: dict) -> str:
-    """A canonical text of attributes (slices, SymInts and arrays included)."""
-    from ..printer import _literal
+def value_key(x):
+    """A hashable key that tells operands and attributes apart exactly: a size by its
+    expression (not the number it had in the traced call), an array by its contents, a
+    number by its type and value."""
+    import numpy as np
 
-    return ";".join(f"{k}={_literal(v, {})}" for k, v in sorted(attrs.items()))
+    if isinstance(x, SymInt):
+        return ("size", x.source())
+    if isinstance(x, np.ndarray):
+        return ("array", x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__, tuple(value_key(v) for v in x))
+    if isinstance(x, slice):
+        return ("slice", value_key(x.start), value_key(x.stop), value_key(x.step))
+    if isinstance(x, dict):
+        return ("dict", tuple((k, value_key(v)) for k, v in sorted(x.items())))
+    if isinstance(x, float):
+        return ("float", repr(x))
+    if isinstance(x, (bool, int, str, type(None))) or x is Ellipsis:
+        return (type(x).__name__, x)
+    return (type(x).__name__, repr(x))
+
+
+def attrs_key(attrs: dict):
+    """A canonical key of attributes (slices, SymInts and arrays included)."""
+    return value_key(attrs)
