@@ -428,8 +428,9 @@ def test_concurrent_traces_and_calls():
             for i in range(30):
                 x = tj.randn(k + 2, 4)
                 assert np.allclose(tf(x).numpy(), (x * 2).tanh().sum(-1).numpy(), atol=1e-5)
-                g = tj.trace(lambda y: y * (k + i), (x,))
-                assert np.allclose(g(x).numpy(), (x * (k + i)).numpy())
+                c = k + i
+                g = tj.trace(lambda y, c=c: y * c, (x,))
+                assert np.allclose(g(x).numpy(), (x * c).numpy())
         except Exception as err:  # noqa: BLE001
             errors.append(err)
 

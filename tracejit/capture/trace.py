@@ -26,7 +26,6 @@ from .recorder import Recorder
 
 DEFAULT_BUDGET = 8
 BACKWARD_BUDGET = 4  # compiled backwards per trace (for size relations only they decide)
-_FLAT = {Tensor, int, float, bool, str, type(None)}
 
 
 def _log_topics() -> set:

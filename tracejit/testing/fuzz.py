@@ -68,8 +68,9 @@ class _Gen:
             self.emit(f"{v} = {a} {op} {b}" if r.random() < 0.7 else
                       f"{v} = {a} {op} {self.const()}", v)
         elif kind == "unary":
-            fn = r.choice(["tanh()", "sigmoid()", "relu()", "abs()", "sign()", "exp().clamp(max=4.0)",
-                           "clamp(-1.0, 1.0)", "neg()", "sqrt()", "log()", "square()"])
+            fn = r.choice(["tanh()", "sigmoid()", "relu()", "abs()", "sign()", "neg()",
+                           "exp().clamp(max=4.0)", "clamp(-1.0, 1.0)", "sqrt()", "log()",
+                           "square()"])
             self.emit(f"{v} = {a}.{fn}", v)
         elif kind == "reduce":
             fn = r.choice(["sum(-1, keepdim=True)", "mean(-1, keepdim=True)",
@@ -97,7 +98,7 @@ class _Gen:
             self.emit(f"{v} = {a} * ({expr})", v)
         elif kind == "loop_size":
             self.emit(f"{v} = {a}")
-            self.emit(f"for _ in range(x.shape[0] % 3):")
+            self.emit("for _ in range(x.shape[0] % 3):")
             self.emit(f"    {v} = {v} * 0.75 + {b}", v)
         elif kind == "loop_value":
             self.emit(f"{v} = {a}")
