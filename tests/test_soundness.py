@@ -11,6 +11,7 @@ import pytest
 
 import tracejit as tj
 from tracejit import nn
+from tracejit.nn import functional as F
 from tracejit.testing.differential import compare, outcome
 
 
@@ -467,3 +468,24 @@ def test_load_of_a_broken_structure_record(tmp_path, record):
     np.savez(path, **arrays)
     with pytest.raises(ValueError, match="structure record"):
         tj.load(path)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.logsumexp(-1, keepdim=True).logsumexp(-1, keepdim=True),
+    lambda x: x.var(-1, keepdim=True).amax(-1, keepdim=True) * x,
+    lambda x: ((x.amax(-1, keepdim=True) * 2).tanh() + 1).sum(-1, keepdim=True) + x,
+], ids=["logsumexp-twice", "amax-of-var", "sum-of-row-value"])
+def test_a_row_value_reduced_again_is_not_summed_over_the_row(fn):
+    agree(fn, Call(rg(tj.randn(2, 3))), Call(rg(tj.randn(5, 3))), Call(tj.randn(1, 3)))
+
+
+def test_a_smaller_output_of_an_empty_loop_is_computed():
+    def f(x, y):
+        h = y.exp() * 2            # [1, N]: its own value, whatever the batch
+        return h, (x + y) * h      # [B, N]: empty at batch 0
+
+    agree(f, Call(tj.randn(3, 4), tj.randn(1, 4)), Call(tj.randn(0, 4), tj.randn(1, 4)))
+    w = rg(tj.randn(4))
+    for fn in (lambda x, w: (x.softmax(-1) * (w * 2).tanh(), (w * 2).tanh()),  # a row kernel
+               lambda x, w: F.layer_norm(x, (4,)) * w.sigmoid() + w.sigmoid()):  # its backward
+        agree(fn, Call(rg(tj.randn(3, 4)), w), Call(rg(tj.randn(0, 4)), w))

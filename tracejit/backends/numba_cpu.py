@@ -19,6 +19,7 @@ import numpy as np
 
 from ..tensor.dispatch import user_stacklevel
 from ..ir.graph import Graph, Value
+from ..ir.symbolic import SymInt
 from ..ir.passes.fuse import column_sum
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE
@@ -445,6 +446,9 @@ class RegionKernel:
         n = 1
         for d in shape:
             n *= d
+        if n == 0 and any(o.size for o in outs):
+            return evaluate_by_ops(self.region, arrays, list(zip(self.region.outputs,
+                                                                 out_shapes)))
         small = n < SERIAL_BELOW
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
@@ -455,6 +459,28 @@ class RegionKernel:
             kernel = self.module.nd_serial if small else self.module.nd
             launch(self.module, kernel, *outs, *arrays, *zs, shape)
         return outs
+
+
+def evaluate_by_ops(region: Graph, arrays: list, shapes: list = ()) -> list:
+    """The region's outputs computed op by op with numpy. For an empty iteration space
+    with an output that is not empty (a [1, N] value next to a [0, N] one): the loop that
+    writes it at its broadcast index runs zero times. Size symbols are read off the
+    inputs' shapes and `shapes` ((value, concrete shape), right-aligned)."""
+    from ..autograd.grad_mode import no_grad
+    from ..tensor.tensor import Tensor
+    from .interpret import Interpreter
+
+    env = {}
+    for v, shape in list(zip(region.inputs, (a.shape for a in arrays))) + list(shapes):
+        offset = len(shape) - len(v.shape)
+        for d, size in enumerate(v.shape):
+            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
+                (mono, coef), = size.poly.items()
+                if len(mono) == 1 and coef == 1 and offset + d >= 0:
+                    env.setdefault(mono[0], shape[offset + d])
+    with no_grad():
+        outs = Interpreter(region).run([Tensor._make(a) for a in arrays], env, record=False)
+    return [np.ascontiguousarray(o._data) for o in outs]
 
 
 def launch(module, kernel, *args) -> None:
@@ -487,7 +513,8 @@ class RowKernel:
         self.module = load_module(self.source, "row")
         self.reduced = reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
         self.sizes = _size_codes(region)
-        self.frame = [_shape_codes(v) for v in row_frame(region)]
+        self.frame_values = row_frame(region)
+        self.frame = [_shape_codes(v) for v in self.frame_values]
         # inputs: one value per row, per column (the same in every row), or per element
         self.row_inputs = ["row" if _is_row_value(v, reduced) else "column" if
                            _is_column_value(v) else "element" for v in region.inputs]
@@ -519,6 +546,10 @@ class RowKernel:
         rows = 1
         for d in lead:
             rows *= d
+        if rows * n == 0 and any(kind == "summed" or (kind == "row" and rows) or
+                                 self.partial[k] is not None or self.row_picks[k] is not None
+                                 for k, (_, kind, _) in enumerate(self.outputs)):
+            return evaluate_by_ops(self.region, arrays, [(v, full) for v in self.frame_values])
         ins = [(a if a.shape == full else np.broadcast_to(a, lead + (n,))).reshape(rows, n)
                if kind == "element" else a.reshape(n) if kind == "column" else
                np.broadcast_to(a, lead + (1,)).reshape(rows, 1)

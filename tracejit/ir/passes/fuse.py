@@ -185,6 +185,10 @@ def fuse(graph: Graph) -> Graph:
             members = [v for m in groups[g] for v in values_of(m)]
             if not _fits_frame(members + [n.inputs[0]], frame):
                 return "the chain's shapes do not fit one row kernel"
+            if not same_dim(n.inputs[0].shape[-1], frame[1]):
+                # a row kernel reduces over its whole row: a value that is one per row (a
+                # [B, 1] reduced again) would be read once per element of the row
+                return "it reduces a value shorter than the row kernel's rows"
         elif g in frames and not _fits_frame(values_of(n), frames[g]):
             return "its shapes do not fit the row kernel"
         return None
