@@ -2,7 +2,7 @@
 import numba
 import numpy as np
 
-from tracejit.backends.scalar_math import erf_f32, exp_f32, log_f32, tanh_f32
+from tracejit.backends.scalar_math import erf_f32, exp_f32, log_f32, tanh_f32, tanh_f64
 
 
 def _elementwise(fn):
@@ -16,6 +16,15 @@ def _elementwise(fn):
 
 _apply_tanh, _apply_exp = _elementwise(tanh_f32), _elementwise(exp_f32)
 _apply_log, _apply_erf = _elementwise(log_f32), _elementwise(erf_f32)
+_apply_tanh64 = _elementwise(tanh_f64)
+
+
+def test_float64_tanh_is_exactly_one_where_numpy_s_is():
+    x = np.concatenate([np.linspace(17.0, 20.0, 300001), -np.linspace(17.0, 20.0, 300001)])
+    out = np.empty_like(x)
+    _apply_tanh64(x, out)
+    assert np.array_equal(np.abs(out) == 1.0, np.abs(np.tanh(x)) == 1.0)
+    assert np.allclose(out, np.tanh(x), rtol=1e-15, atol=0)
 
 
 def test_tanh_f32_error_over_the_float32_range():
@@ -30,8 +39,14 @@ def test_tanh_f32_error_over_the_float32_range():
     assert out.dtype == np.float32 and np.all(np.abs(out) <= 1)
     # where tanh rounded to float32 is exactly +-1, so is this: its derivative 1 - t*t is
     # then exactly 0, as in eager float32
-    saturated = np.abs(x) >= 9.02
+    saturated = np.abs(x) >= 10.0
     assert np.all(np.abs(out[saturated]) == 1.0)
+    # ... and only there: a value one ulp short of -1 in eager is one ulp short here too
+    tail = np.concatenate([np.linspace(7.0, 10.5, 200001), -np.linspace(7.0, 10.5, 200001)])
+    tail = tail.astype(np.float32)
+    got = np.empty_like(tail)
+    _apply_tanh(tail, got)
+    assert np.array_equal(np.abs(got) == 1.0, np.abs(np.tanh(tail)) == 1.0)
     special = np.array([np.nan, np.inf, -np.inf], np.float32)
     out = np.empty_like(special)
     _apply_tanh(special, out)

@@ -327,6 +327,12 @@ def test_sign_of_nan_is_zero_in_eager_and_kernels():
     agree(lambda x: (x.sign() + 1) * 2, Call(x), Call(tj.tensor([1.0, float("nan")] * 3)))
 
 
+@pytest.mark.parametrize("dtype,lo,hi", [(np.float32, 7.5, 10.5), (np.float64, 18.5, 19.5)])
+def test_kernel_tanh_saturates_where_eager_does(dtype, lo, hi):
+    x = tj.from_numpy(-np.linspace(lo, hi, 4001).astype(dtype))
+    agree(lambda x: ((x * 1.0).tanh() + 1).sign(), Call(tj.ones(3, dtype=x.dtype)), Call(x))
+
+
 # ---- 14-19. crashes where eager works ----------------------------------------------------------
 def test_retrace_with_grad_of_a_centred_value():
     agree(lambda x: x - x.mean(), Call(tj.ones(3, 2)), Call(rg(tj.ones(3, 2) * 2)),

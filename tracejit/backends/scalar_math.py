@@ -7,6 +7,8 @@ over the float32 range is measured by tests/test_scalar_math.py.
 """
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -24,7 +26,7 @@ def _float32_from_bits(typingctx, bits):
     return sig, codegen
 
 # Rational minimax approximation of tanh on [-7.9, 7.9] (the coefficients of Eigen's
-# float tanh); beyond that range float32 tanh is +-1 to the last bit.
+# float tanh); beyond that range 1 - 2**-24, and +-1 where eager's tanh is.
 _A1, _A3, _A5 = np.float32(4.89352455891786e-03), np.float32(6.37261928875436e-04), \
     np.float32(1.48572235717979e-05)
 _A7, _A9, _A11 = np.float32(5.12229709037114e-08), np.float32(-8.60467152213735e-11), \
@@ -33,7 +35,36 @@ _A13 = np.float32(-2.76076847742355e-16)
 _B0, _B2, _B4, _B6 = np.float32(4.89352518554385e-03), np.float32(2.26843463243900e-03), \
     np.float32(1.18534705686654e-04), np.float32(1.19825839466702e-06)
 _CLAMP = np.float32(7.90531110763549805)
-_SATURATED = np.float32(9.02)  # beyond this, tanh(x) rounded to float32 is exactly 1
+_BELOW_ONE = np.float32(1.0) - np.float32(2.0 ** -24)  # the largest float32 under 1
+
+
+def _saturation_point(dtype, lo: float, hi: float):
+    """The smallest value of `dtype` where numpy's tanh (what eager execution computes) is
+    exactly 1 — for float32 9.0108 when correctly rounded, 10.0 for numpy's own loop; for
+    float64 18.99 where libm's is 19.06. Kernels saturate exactly there, so that a value
+    compared with +-1 (sign(tanh(x) + 1)) decides as in eager."""
+    ints = np.int32 if dtype == np.float32 else np.int64
+    bits = np.array([lo, hi], dtype).view(ints)
+    lo, hi = int(bits[0]), int(bits[1])
+    while hi - lo > 1:  # on arrays, as eager runs it (numpy's scalar path differs)
+        mid = (lo + hi) // 2
+        if np.tanh(np.array([mid], ints).view(dtype))[0] == 1.0:
+            hi = mid
+        else:
+            lo = mid
+    return np.array([hi], ints).view(dtype)[0]
+
+
+_SATURATED = _saturation_point(np.float32, 8.0, 16.0)
+_SATURATED64 = _saturation_point(np.float64, 17.0, 24.0)
+_BELOW_ONE64 = np.nextafter(1.0, 0.0)
+
+
+@numba.njit(inline="always")
+def tanh_f64(x):
+    """libm's tanh, saturating exactly where numpy's float64 tanh does."""
+    t = min(max(math.tanh(x), -_BELOW_ONE64), _BELOW_ONE64)
+    return (1.0 if x > 0 else -1.0) if abs(x) >= _SATURATED64 else t
 
 
 @numba.njit(inline="always", fastmath=False)
@@ -51,10 +82,13 @@ def tanh_f32(x):
     q = x2 * _B6 + _B4
     q = x2 * q + _B2
     q = x2 * q + _B0
-    # where float32 tanh is exactly +-1, so is this (its derivative 1 - t*t is then 0)
+    # exactly +-1 where eager's float32 tanh is, and only there: the rational form at the
+    # clamp rounds to +-1 where eager is an ulp or three short of it, and a value compared
+    # with -1 (sign(tanh(x) + 1)) would flip; its derivative 1 - t*t is 0 only there too
     # (NaN compares false, so it takes the rational branch and stays NaN)
+    out = min(max(p / q, -_BELOW_ONE), _BELOW_ONE)
     return (np.float32(1.0) if x0 > 0 else np.float32(-1.0)) if abs(x0) >= _SATURATED \
-        else p / q
+        else out
 
 
 @intrinsic
@@ -173,3 +207,5 @@ def erf_f32(x):
 # math.<name> in a float32 kernel is emitted as the fast form where one exists
 FLOAT32_FORMS = {"math.tanh": "tanh_f32", "math.exp": "exp_f32", "math.log": "log_f32",
                  "math.erf": "erf_f32"}
+# ... and in a float64 kernel, as the form that saturates where eager does
+FLOAT64_FORMS = {"math.tanh": "tanh_f64"}

@@ -58,13 +58,27 @@ def _warn_once(root, message: str) -> None:
 
 
 def source_key(source: str) -> str:
+    """Entries are keyed by their source, the compiler's versions and the source of what
+    kernels import from tracejit (the float32 math forms): Numba's cache notices a
+    changed kernel module, not a changed module it inlines from."""
     import llvmlite
     import numba
 
     h = hashlib.sha256()
-    for part in (source, numba.__version__, llvmlite.__version__, sys.version):
+    for part in (source, numba.__version__, llvmlite.__version__, sys.version,
+                 _imported_source()):
         h.update(part.encode())
     return h.hexdigest()[:24]
+
+
+_IMPORTED: list = []
+
+
+def _imported_source() -> str:
+    if not _IMPORTED:
+        path = Path(__file__).resolve().parents[1] / "backends" / "scalar_math.py"
+        _IMPORTED.append(hashlib.sha256(path.read_bytes()).hexdigest())
+    return _IMPORTED[0]
 
 
 def load_module(source: str, name_hint: str = "kernel"):
