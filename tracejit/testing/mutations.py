@@ -53,6 +53,23 @@ MUTANTS = [
     ("contiguity not guarded", "tracejit/capture/guards.py",
      '                         f"{d}.flags.c_contiguous is {contiguous}")', '                  '
      '       "True")', ["tests/test_soundness.py"]),
+    ("a row value reduced again inside its row kernel", "tracejit/ir/passes/fuse.py",
+     "            if not same_dim(n.inputs[0].shape[-1], frame[1]):", "            if False:",
+     ["tests/test_soundness.py"]),
+    ("empty loops leave smaller outputs unwritten", "tracejit/backends/numba_cpu.py",
+     "        if n == 0 and any(o.size for o in outs):", "        if False:",
+     ["tests/test_soundness.py"]),
+    ("kernel tanh rounds to 1 short of eager's saturation point",
+     "tracejit/backends/scalar_math.py",
+     "    out = min(max(p / q, -_BELOW_ONE), _BELOW_ONE)", "    out = p / q",
+     ["tests/test_soundness.py", "tests/test_scalar_math.py"]),
+    ("autograd.grad frees nodes it did not run", "tracejit/autograd/engine.py",
+     "            if not retain_graph and run:", "            if not retain_graph:",
+     ["tests/test_autograd.py"]),
+    ("a group joins one that depends on it through another group",
+     "tracejit/ir/passes/fuse.py",
+     "(reach_of(q) | group_reach.get(group(q), 0)) & members_mask[g]",
+     "reach_of(q) & members_mask[g]", ["tests/test_passes.py"]),
     ("sums over rows iterate over the outputs only", "tracejit/backends/numba_cpu.py",
      "    return [v for v in region.outputs + region.inputs if v not in reduced] + [\n"
      "        n.inputs[0] for n in region.nodes if column_sum(n)]",
@@ -79,8 +96,10 @@ def run(root: Path, only: str | None = None) -> int:
                 survivors += 1
                 continue
             target.write_text(text.replace(old, new, 1))
+            # the checkout's kernel cache: entries are keyed by their source, so a mutant's
+            # kernels get entries of their own
             env = dict(os.environ, PYTHONPATH=str(copy), TRACEJIT_CACHE_DIR=str(
-                Path(tmp) / "kernels"))
+                root / ".cache" / "kernels"))
             r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
                                 "no:cacheprovider", *tests], cwd=copy, env=env,
                                capture_output=True, text=True)
