@@ -3,6 +3,7 @@ again with other inputs, agrees with eager on values, gradients, exceptions, req
 and aliasing, on both backends (`python -m tracejit fuzz --n N --seed S` runs more)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tracejit.testing.fuzz import format_mismatch, fuzz, generate
@@ -25,3 +26,26 @@ def test_programs_are_deterministic_and_cover_the_dimensions():
         assert feature in sources, feature
     dtypes = {generate(s).dtype for s in range(300)}
     assert dtypes == {"float16", "float32", "float64"}
+
+
+def test_rounding_is_told_apart_from_a_wrong_number():
+    import tracejit as tj
+    from tracejit.testing.differential import compare, outcome, rounding_explains
+
+    x32 = tj.tensor([-4.9, -5.3, 0.5])
+    x64 = x32.double()
+
+    def f(x):
+        return ((x * 2).tanh() + 1).log()  # ill-conditioned where tanh nears -1
+
+    def nudged(x):  # the same, with tanh one float32 ulp off: rounding, not a bug
+        t = (x * 2).tanh()
+        return (tj.from_numpy(np.nextafter(t.numpy(), np.float32(0))) + 1).log()
+
+    def wrong(x):
+        return ((x * 2).tanh() + 1).log() * 1.01
+
+    eager, reference = outcome(f, (x32,)), outcome(f, (x64,))
+    rounded, bad = outcome(nudged, (x32,)), outcome(wrong, (x32,))
+    assert compare(eager, rounded) is not None and rounding_explains(eager, rounded, reference)
+    assert compare(eager, bad) is not None and not rounding_explains(eager, bad, reference)

@@ -495,3 +495,12 @@ def test_a_smaller_output_of_an_empty_loop_is_computed():
     for fn in (lambda x, w: (x.softmax(-1) * (w * 2).tanh(), (w * 2).tanh()),  # a row kernel
                lambda x, w: F.layer_norm(x, (4,)) * w.sigmoid() + w.sigmoid()):  # its backward
         agree(fn, Call(rg(tj.randn(3, 4)), w), Call(rg(tj.randn(0, 4)), w))
+
+
+def test_an_empty_row_kernel_with_a_size_from_another_input():
+    def f(x, y):
+        h = (y + 1) * x.shape[0]  # B is not a size of the kernel's inputs
+        return h, h.logsumexp(-1, keepdim=True), (y + 1).softmax(-1)
+
+    agree(f, Call(tj.randn(4, 3), tj.randn(1, 3)), Call(tj.randn(7, 3), tj.randn(7, 3)),
+          Call(tj.randn(2, 3), tj.randn(0, 3)))

@@ -451,8 +451,8 @@ class RegionKernel:
         for d in shape:
             n *= d
         if n == 0 and any(o.size for o in outs):
-            return evaluate_by_ops(self.region, arrays, list(zip(self.region.outputs,
-                                                                 out_shapes)))
+            return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
+                                                                     out_shapes)))
         small = n < SERIAL_BELOW
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
@@ -465,15 +465,18 @@ class RegionKernel:
         return outs
 
 
-def evaluate_by_ops(region: Graph, arrays: list, shapes: list = ()) -> list:
+def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = ()) -> list:
     """The region's outputs computed op by op with numpy. For an empty iteration space
     with an output that is not empty (a [1, N] value next to a [0, N] one): the loop that
-    writes it at its broadcast index runs zero times. Size symbols are read off the
-    inputs' shapes and `shapes` ((value, concrete shape), right-aligned)."""
+    writes it at its broadcast index runs zero times. Sizes used as numbers come from the
+    kernel's size parameters `zs`; size symbols in attributes are read off the inputs'
+    shapes and `shapes` ((value, concrete shape), right-aligned)."""
     from ..autograd.grad_mode import no_grad
+    from ..ir.symbolic import map_leaves
+    from ..tensor.dispatch import apply
     from ..tensor.tensor import Tensor
-    from .interpret import Interpreter
 
+    by_source = {src: z for (src, _), z in zip(size_params(region), zs)}
     env = {}
     for v, shape in list(zip(region.inputs, (a.shape for a in arrays))) + list(shapes):
         offset = len(shape) - len(v.shape)
@@ -482,9 +485,20 @@ def evaluate_by_ops(region: Graph, arrays: list, shapes: list = ()) -> list:
                 (mono, coef), = size.poly.items()
                 if len(mono) == 1 and coef == 1 and offset + d >= 0:
                     env.setdefault(mono[0], shape[offset + d])
+
+    def size(s: SymInt) -> int:
+        src = s.source()
+        return by_source[src] if src in by_source else eval(src, {}, env)  # noqa: S307
+
+    def resolve(x):
+        return values[x] if isinstance(x, Value) else map_leaves(x, SymInt, size)
+
+    values = {v: Tensor._make(a) for v, a in zip(region.inputs, arrays)}
     with no_grad():
-        outs = Interpreter(region).run([Tensor._make(a) for a in arrays], env, record=False)
-    return [np.ascontiguousarray(o._data) for o in outs]
+        for node in region.nodes:
+            values[node.outputs[0]] = apply(OPS[node.op], *[resolve(x) for x in node.inputs],
+                                            **{k: resolve(v) for k, v in node.attrs.items()})
+    return [np.ascontiguousarray(values[v]._data) for v in region.outputs]
 
 
 def launch(module, kernel, *args) -> None:
@@ -553,7 +567,8 @@ class RowKernel:
         if rows * n == 0 and any(kind == "summed" or (kind == "row" and rows) or
                                  self.partial[k] is not None or self.row_picks[k] is not None
                                  for k, (_, kind, _) in enumerate(self.outputs)):
-            return evaluate_by_ops(self.region, arrays, [(v, full) for v in self.frame_values])
+            return evaluate_by_ops(self.region, arrays, zs,
+                                   [(v, full) for v in self.frame_values])
         ins = [(a if a.shape == full else np.broadcast_to(a, lead + (n,))).reshape(rows, n)
                if kind == "element" else a.reshape(n) if kind == "column" else
                np.broadcast_to(a, lead + (1,)).reshape(rows, 1)

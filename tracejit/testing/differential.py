@@ -132,8 +132,9 @@ def tolerance(dtype_name: str) -> tuple[float, float]:
 
 
 def compare(expected: Outcome, got: Outcome, rtol: float | None = None,
-            atol: float | None = None) -> str | None:
-    """How `got` differs from `expected`, or None when a user could not tell them apart."""
+            atol: float | None = None, values: bool = True) -> str | None:
+    """How `got` differs from `expected`, or None when a user could not tell them apart.
+    With values=False, numbers are not compared (everything else is)."""
     if expected.error != got.error:
         return f"exception: eager {expected.error} ({expected.message}), traced {got.error} " \
                f"({got.message})"
@@ -152,11 +153,11 @@ def compare(expected: Outcome, got: Outcome, rtol: float | None = None,
             if e[key] != g[key]:
                 return f"output {k}: {key} eager {e[key]}, traced {g[key]}"
         r, a = tolerance(e["dtype"])
-        if not _close(e["value"], g["value"], rtol or r, atol or a):
+        if values and not _close(e["value"], g["value"], rtol or r, atol or a):
             return f"output {k}: values differ: eager {e['value']!r}, traced {g['value']!r}"
     for k, (e, g) in enumerate(zip(expected.inputs_after, got.inputs_after)):
         r, a = tolerance(e.dtype.name)
-        if not _close(e, g, rtol or r, atol or a):
+        if not (_close(e, g, rtol or r, atol or a) if values else e.shape == g.shape):
             return f"input {k} after the call: eager {e!r}, traced {g!r}"
     if expected.backward_error != got.backward_error:
         return (f"backward: eager {expected.backward_error} ({expected.message}), traced "
@@ -165,6 +166,35 @@ def compare(expected: Outcome, got: Outcome, rtol: float | None = None,
         return f"gradients: eager {len(expected.grads)}, traced {len(got.grads)}"
     for k, (e, g) in enumerate(zip(expected.grads, got.grads)):
         r, a = tolerance(e.dtype.name) if e is not None else (0, 0)
-        if not _close(e, g, (rtol or r) * 5, (atol or a) * 5):
+        if (e is None) != (g is None) or (values and not _close(e, g, (rtol or r) * 5,
+                                                               (atol or a) * 5)):
             return f"gradient {k}: eager {e!r}, traced {g!r}"
     return None
+
+
+def rounding_explains(expected: Outcome, got: Outcome, reference: Outcome) -> bool:
+    """Whether every number in which `got` differs from `expected` is as close to the
+    float64 `reference` as eager's own (within a factor of 4 and a few ulps): the two
+    round differently in an ill-conditioned expression (log(1 + tanh(x)) at x < -4),
+    and neither is more right. Everything but the numbers must already agree."""
+    if compare(expected, got, values=False) is not None or reference.error is not None or \
+            reference.structure != expected.structure:
+        return False
+    pairs = [(e["value"], g["value"], r["value"]) for e, g, r in zip(
+        expected.outputs, got.outputs, reference.outputs) if isinstance(e, dict)]
+    pairs += [(e, g, r) for e, g, r in zip(expected.inputs_after, got.inputs_after,
+                                           reference.inputs_after)]
+    pairs += [(e, g, r) for e, g, r in zip(expected.grads, got.grads, reference.grads)
+              if e is not None and r is not None]
+    for e, g, r in pairs:
+        if r.shape != e.shape:
+            return False
+        e64, g64, r64 = (np.asarray(v, np.float64) for v in (e, g, r))
+        ulp = np.spacing(np.abs(r64).astype(e.dtype)).astype(np.float64)
+        finite = np.isfinite(r64)
+        err_e, err_g = np.abs(e64 - r64)[finite], np.abs(g64 - r64)[finite]
+        if not np.all(err_g <= 4 * err_e + 8 * ulp[finite]):
+            return False
+        if not np.array_equal(np.isnan(e64[~finite]), np.isnan(g64[~finite])):
+            return False
+    return True
