@@ -504,3 +504,29 @@ def test_an_empty_row_kernel_with_a_size_from_another_input():
 
     agree(f, Call(tj.randn(4, 3), tj.randn(1, 3)), Call(tj.randn(7, 3), tj.randn(7, 3)),
           Call(tj.randn(2, 3), tj.randn(0, 3)))
+
+
+def test_an_unused_index_out_of_range_raises_as_in_eager():
+    def f(x, idx):
+        x[idx].sum()  # unused, but eager raises for an index past x's rows
+        x.gather(0, idx[:, None].expand(-1, 2)).sum()
+        return x * 2
+
+    agree(f, Call(tj.ones(3, 2), tj.tensor([0, 2])), Call(tj.ones(3, 2), tj.tensor([1, 5])),
+          Call(tj.ones(6, 2), tj.tensor([1, 5])), Call(tj.ones(3, 2), tj.tensor([0, 1])))
+
+
+def test_relu_then_sqrt_has_pytorch_s_gradient_at_zero():
+    y = tj.tensor([1.0, -1.0, 0.0], requires_grad=True)
+    y.relu().sqrt().sum().backward()
+    assert y.grad.numpy().tolist() == [0.5, 0.0, 0.0]  # PyTorch's: 0, not 0 * inf
+    agree(lambda y: y.relu().sqrt(), Call(rg(tj.tensor([1.0, -1.0, 0.0]))),
+          Call(rg(tj.tensor([-2.0, 4.0, 0.0]))))
+
+
+def test_gather_has_pytorch_s_signature_and_index_shapes():
+    x = tj.arange(6.0).reshape(3, 2).requires_grad_()
+    out = x.gather(1, tj.tensor([[0, 0], [1, 0]]))  # fewer rows than x: allowed
+    assert out.detach().numpy().tolist() == [[0.0, 0.0], [3.0, 2.0]]
+    out.sum().backward()
+    assert x.grad.numpy().tolist() == [[2.0, 0.0], [1.0, 1.0], [0.0, 0.0]]

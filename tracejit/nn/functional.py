@@ -62,7 +62,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     safe = F.where(valid, target, 0)
     if bool(F.any((safe < 0) | (safe >= c))):
         raise IndexError(f"nll_loss: target {safe._data.tolist()} out of bounds for {c} classes")
-    picked = -F.squeeze(F.gather(input, F.unsqueeze(safe, 1), 1), 1)
+    picked = -F.squeeze(F.gather(input, 1, F.unsqueeze(safe, 1)), 1)
     w = F.cast(valid, input.dtype)
     if weight is not None:
         w = w * weight[safe]

@@ -197,7 +197,8 @@ _binary("tanh_backward", lambda g, y: g * (1 - y * y), "({0} * (1 - {1} * {1}))"
 _binary("sigmoid_backward", lambda g, y: g * (y * (1 - y)), "({0} * ({1} * (1 - {1})))",
         lambda gg, out, g, y: (F.sigmoid_backward(gg, y),
                                gg * g * (1 - 2 * y) if needs_grad(y) else None), rule=FLOAT)
-_binary("threshold_backward", lambda g, y: g * (y > 0), "({0} if {1} > 0 else 0)",
+_binary("threshold_backward", lambda g, y: np.where(y > 0, g, np.zeros((), g.dtype)),
+        "({0} if {1} > 0 else 0)",
         lambda gg, out, g, y: (F.threshold_backward(gg, y), None), rule=PROMOTE,
         discontinuous=True)
 

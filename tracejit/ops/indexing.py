@@ -130,7 +130,9 @@ def _infer_setitem(x, v, *idx, index):
 
 
 def _gather(x, index, dim):
-    return np.take_along_axis(x, index, axis=dim)
+    """PyTorch's gather: the index may be shorter than the input along the other dims."""
+    part = tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(index.shape))
+    return np.take_along_axis(x[part], index, axis=dim)
 
 
 def _scatter_add(src, index, dim, shape):
@@ -148,25 +150,26 @@ def _slot_inputs(n):
 register("getitem", INDEX, _getitem, _infer_getitem,
          lambda g, out, x, *idx, index: (F.index_scatter(g, tuple(x.shape), index, idx),)
          + _slot_inputs(len(idx)),
-         saves=tuple(range(1, 64)), view=True, grad_name="IndexBackward0", arity=-1)
+         saves=tuple(range(1, 64)), view=True, grad_name="IndexBackward0", arity=-1,
+         checks_indices=True)
 register("index_scatter", INDEX, _index_scatter,
          lambda g, *idx, shape, index: AVal(tuple(shape), aval_of(g).dtype),
          lambda g, out, x, *idx, shape, index: (F.getitem_raw(g, index, idx),)
          + _slot_inputs(len(idx)),
-         saves=tuple(range(1, 64)), arity=-1)
+         saves=tuple(range(1, 64)), arity=-1, checks_indices=True)
 register("setitem", INDEX, _setitem, _infer_setitem,
          lambda g, out, x, v, *idx, index: (
              F.setitem_raw(g, 0, index, idx), F.getitem_raw(g, index, idx))
          + _slot_inputs(len(idx)),
          saves=tuple(range(2, 64)), inplace=_setitem_inplace, grad_name="IndexPutBackward0",
-         arity=-1)
+         arity=-1, checks_indices=True)
 register("nonzero", INDEX, lambda x: np.argwhere(x).astype(np.int64),
          lambda x: AVal((None, aval_of(x).ndim), dt.int64), data_dependent=True)
 register("gather", INDEX, _gather,
          lambda x, index, dim: AVal(tuple(aval_of(index).shape), aval_of(x).dtype),
          lambda g, out, x, index, dim: (F.scatter_add(g, index, dim, tuple(x.shape)), None),
-         saves=(1,), arity=2)
+         saves=(1,), arity=2, checks_indices=True)
 register("scatter_add", INDEX, _scatter_add,
          lambda src, index, dim, shape: AVal(tuple(shape), aval_of(src).dtype),
-         lambda g, out, src, index, dim, shape: (F.gather(g, index, dim), None),
-         saves=(1,), arity=2)
+         lambda g, out, src, index, dim, shape: (F.gather(g, dim, index), None),
+         saves=(1,), arity=2, checks_indices=True)

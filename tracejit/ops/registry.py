@@ -82,6 +82,8 @@ class OpDef:
                                  # an input can change the result (comparisons are too)
     view: bool = False           # result may alias the first input's memory
     data_dependent: bool = False  # output size depends on input values (shape rule: None)
+    checks_indices: bool = False  # raises for out-of-range values of its index tensors (no
+                                  # shape rule can tell): kept even when its result is unused
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
     node_cls: type | None = field(default=None, repr=False)
     save_plans: dict = field(default_factory=dict, repr=False)  # cache for eager dispatch

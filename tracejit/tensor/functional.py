@@ -264,7 +264,7 @@ def _extreme(reduce_op, arg_op, input, dim, keepdim, other):
     if input.ndim == 0:
         return MinMax(input, _make(np.zeros((), np.int64)))
     idx = apply(arg_op, input, dim=(d,), keepdim=True)
-    values = gather(input, idx, d)
+    values = gather(input, d, idx)
     if not keepdim:
         values, idx = squeeze(values, d), squeeze(idx, d)
     return MinMax(values, idx)
@@ -629,7 +629,8 @@ def index_scatter(grad, shape, template, tensors):
     return apply(OPS.index_scatter, grad, *tensors, shape=tuple(shape), index=template)
 
 
-def gather(input, index, dim):
+def gather(input, dim, index):
+    """Values of `input` along `dim` at `index` (PyTorch's argument order)."""
     return apply(OPS.gather, input, index, dim=normalize_dim(dim, input.ndim, "gather"))
 
 

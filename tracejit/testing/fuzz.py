@@ -222,6 +222,7 @@ def run_program(seed: int, backend: str, calls: int = 6, report: Report | None =
     report = report or Report()
     prog = generate(seed)
     rng = np.random.default_rng(seed)
+    tj.manual_seed(seed)  # the program's weights too: a seed is a program, in any order
     ns, fn = _namespace(prog, backend)
     obj = fn() if prog.module else fn
     params = [ns["W"]] if not prog.module else [obj.W]

@@ -70,6 +70,13 @@ MUTANTS = [
      "tracejit/ir/passes/fuse.py",
      "(reach_of(q) | group_reach.get(group(q), 0)) & members_mask[g]",
      "reach_of(q) & members_mask[g]", ["tests/test_passes.py"]),
+    ("DCE drops indexing by tensors whose result is unused", "tracejit/ir/passes/dce.py",
+     "    return any(isinstance(i, Slot) for i in node.attrs[\"index\"])",
+     "    return False", ["tests/test_soundness.py"]),
+    ("relu's gradient multiplies by the mask (0 * inf is NaN)",
+     "tracejit/ops/elementwise.py",
+     "lambda g, y: np.where(y > 0, g, np.zeros((), g.dtype))", "lambda g, y: g * (y > 0)",
+     ["tests/test_soundness.py"]),
     ("sums over rows iterate over the outputs only", "tracejit/backends/numba_cpu.py",
      "    return [v for v in region.outputs + region.inputs if v not in reduced] + [\n"
      "        n.inputs[0] for n in region.nodes if column_sum(n)]",

@@ -1,18 +1,27 @@
 """Dead-code elimination: drop nodes nothing observable depends on.
 
 Observable: graph outputs, updates of inputs (mutations), guards (they decide
-whether the trace may run at all) and random ops (they advance the generator,
-so a traced call draws the same numbers as the eager program)."""
+whether the trace may run at all), random ops (they advance the generator,
+so a traced call draws the same numbers as the eager program) and indexing by
+tensors (an index out of range raises in eager even when the result is unused)."""
 from __future__ import annotations
 
 from ...ops import OPS
+from ...ops.indexing import Slot
 from ...ops.registry import RANDOM
 from ..graph import GUARD, Graph, Value
 from .rewrite import Builder
 
 
 def _has_effect(node) -> bool:
-    return node.op == GUARD or (node.op in OPS and OPS[node.op].kind == RANDOM)
+    if node.op == GUARD:
+        return True
+    op = OPS[node.op] if node.op in OPS else None
+    if op is None or not (op.kind == RANDOM or op.checks_indices):
+        return False
+    if op.kind == RANDOM or "index" not in node.attrs:  # gather, scatter_add: an index input
+        return True
+    return any(isinstance(i, Slot) for i in node.attrs["index"])  # tensors in the index
 
 
 def dce(graph: Graph) -> Graph:
