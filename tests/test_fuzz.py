@@ -22,7 +22,8 @@ def test_programs_are_deterministic_and_cover_the_dimensions():
     sources = "\n".join(generate(s).source for s in range(300))
     for feature in (".item()", "if ", "range(x.shape[0]", "range(int(", " G", " C", "GT",
                     "self.scale", ".add_(", "INNER(", "d['x']", "[0] =", ".detach()",
-                    "@ W", "x.shape[0] ** 2", "(x.shape[0] - 1) // 2", "view(-1)"):
+                    "@ W", "x.shape[0] ** 2", "(x.shape[0] - 1) // 2", "view(-1)",
+                    "tj.cat(", "[1:].mul_(", ".t().contiguous()"):
         assert feature in sources, feature
     dtypes = {generate(s).dtype for s in range(300)}
     assert dtypes == {"float16", "float32", "float64"}

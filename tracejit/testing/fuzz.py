@@ -62,7 +62,8 @@ class _Gen:
         r, a, b, v = self.rng, self.pick(), self.pick(), self.new()
         kind = r.choice(["binary", "binary", "unary", "unary", "reduce", "matmul", "branch",
                          "item", "size", "loop_size", "loop_value", "pyread", "mask",
-                         "inplace", "view", "setitem", "nested", "detach", "row"])
+                         "inplace", "view", "setitem", "nested", "detach", "row",
+                         "join", "view_write", "layout"])
         if kind == "binary":
             op = r.choice(["+", "-", "*"])
             self.emit(f"{v} = {a} {op} {b}" if r.random() < 0.7 else
@@ -129,6 +130,19 @@ class _Gen:
             self.emit(f"{v} = INNER({a})", v)
         elif kind == "detach":
             self.emit(f"{v} = {a}.detach() * {b}", v)
+        elif kind == "join":
+            self.emit(r.choice([f"{v} = tj.cat([{a}, {b}], 0)[: {a}.shape[0]] * 2",
+                                f"{v} = tj.stack([{a}, {a} * {b}]).sum(0)",
+                                f"{v} = tj.cat([{a}, {a}], -1)[..., 1:{FEATURES + 1}]"]), v)
+        elif kind == "view_write":  # a write through a basic-indexing view
+            self.emit(f"{v} = {a}.clone()")
+            self.emit(r.choice([f"{v}[1:].mul_(0.5)", f"{v}[:, 0].add_(1.0)",
+                                f"{v}[0].copy_({b}[-1])"]), v)
+        elif kind == "layout":
+            self.emit(r.choice([f"{v} = {a}.t().contiguous().t() + {b}",
+                                f"{v} = {a}.t().reshape(-1)[:{a}.numel()].reshape("
+                                f"{FEATURES}, -1).t()",
+                                f"{v} = {a}.reshape(-1, {FEATURES}).flip(0).flip(0)"]), v)
 
 
 def generate(seed: int) -> Program:
