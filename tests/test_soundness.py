@@ -532,3 +532,12 @@ def test_gather_has_pytorch_s_signature_and_index_shapes():
     assert out.detach().numpy().tolist() == [[0.0, 0.0], [3.0, 2.0]]
     out.sum().backward()
     assert x.grad.numpy().tolist() == [[2.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
+
+
+def test_a_size_expression_found_to_be_one_broadcasts_as_one():
+    def f(x, y):  # y [1, 3] -> [N // 3, 3] with N // 3 == 1, broadcast against x's rows
+        h = y.t().reshape(-1)[: y.numel()].reshape(3, -1).t()
+        return h + x * 2
+
+    agree(f, Call(tj.randn(2, 3), tj.randn(1, 3)), Call(tj.randn(7, 3), tj.randn(1, 3)),
+          Call(tj.randn(300, 3), tj.randn(1, 3)))

@@ -110,12 +110,24 @@ class Recorder:
                 elif isinstance(a, str) != isinstance(b, str):  # one side already pinned
                     sym, const = (a, b) if isinstance(a, str) else (b, a)
                     mapping[sym] = const
-        if not mapping:
+        # a size expression the trace found equal to a number (`N // 3 == 1`) is that
+        # number in the types too: a kernel must not index a dimension of size 1 as if
+        # it spanned the loop
+        pinned = {g.lhs: int(g.rhs) for g in self.shape_guards.values()
+                  if g.op == "==" and g.expected is True and g.lhs not in self.letters and
+                  g.rhs.lstrip("-").isdigit()}
+        if not mapping and not pinned:
             return
         final = {sym: find(sym) for sym in mapping}
 
+        def pin(s):
+            if s.source() in pinned:
+                return pinned[s.source()]
+            out = s.substitute(final)
+            return pinned.get(out.source(), out) if isinstance(out, SymInt) else out
+
         def sub(x):
-            return map_leaves(x, SymInt, lambda s: s.substitute(final))
+            return map_leaves(x, SymInt, pin)
 
         graphs = [self.graph]
         for graph in graphs:
