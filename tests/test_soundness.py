@@ -541,3 +541,13 @@ def test_a_size_expression_found_to_be_one_broadcasts_as_one():
 
     agree(f, Call(tj.randn(2, 3), tj.randn(1, 3)), Call(tj.randn(7, 3), tj.randn(1, 3)),
           Call(tj.randn(300, 3), tj.randn(1, 3)))
+
+
+def test_outputs_keep_eager_s_memory_layout():
+    inner = tj.trace(lambda t: (t * 2).tanh() + 1, (tj.ones(3, 2),))
+    x = tj.randn(2, 3).T  # not contiguous: eager's elementwise results keep its strides
+    for _ in range(3):  # the first call with this layout traces; the others run kernels
+        assert not inner(x).is_contiguous() and not ((x * 2).tanh() + 1).is_contiguous()
+    assert inner.stats["cache_hits"] >= 2
+    assert np.allclose(inner(x).numpy(), ((x * 2).tanh() + 1).numpy(), atol=1e-5)
+    agree(lambda x: (x * 2).tanh() + 1, Call(tj.ones(3, 2)), Call(x), Call(x))

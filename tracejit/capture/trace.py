@@ -14,6 +14,8 @@ import threading
 import warnings
 from collections import Counter
 
+import numpy as np
+
 from ..autograd.grad_mode import STATE
 from ..backends.interpret import GuardMiss, Interpreter, _precompile, _resolve
 from ..ir.symbolic import has_sym, hint_of
@@ -95,7 +97,8 @@ class Trace:
     """One captured path: graph, entry guards and the prepared backend."""
 
     def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
-                 n_user_tensors: int, backend: str = "interpret", param_refs=()):
+                 n_user_tensors: int, backend: str = "interpret", param_refs=(),
+                 out_tensors=()):
         from ..ir.passes import PassManager
         from ..ir.passes.outputs import copy_aliased_outputs
 
@@ -112,7 +115,15 @@ class Trace:
         self.shape_guards = list(recorder.shape_guards.values())
         self.captured = recorder.inputs[n_user_tensors:]
         self.out_spec = out_spec
-        # sizes returned as Python values are this call's: evaluated from the input shapes
+        # outputs eager execution left in another memory order than row-major (an
+        # elementwise op of a transposed input keeps its strides, as in PyTorch): the
+        # order of their dimensions in memory, outermost first, given to the kernels'
+        # row-major results (the inputs' layouts are guarded, so eager's is the same)
+        self.out_layouts = [(k, tuple(np.argsort([-st for st in t._data.strides],
+                                                 kind="stable")))
+                            for k, t in enumerate(out_tensors)
+                            if t._data.ndim > 1 and t._data.size > 1 and
+                            not t._data.flags.c_contiguous]
         self.out_others = [_precompile(v) for v in out_others]
         self._sized_outs = any(has_sym(v) for v in out_others)
         self.backend = backend
@@ -136,6 +147,11 @@ class Trace:
             outs = traced_call(bt, self, tensors)
         else:
             outs = self.run_forward(tensors)
+        for k, order in self.out_layouts:  # kernels write row-major; eager kept a layout
+            d = outs[k]._data
+            if d.flags.c_contiguous and d.ndim > 1 and d.size > 1:
+                outs[k]._data = np.ascontiguousarray(d.transpose(order)).transpose(
+                    np.argsort(order))
         others = self.out_others
         if self._sized_outs:
             env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
@@ -401,7 +417,8 @@ class TracedFunction:
         rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
         guards = EntryGuards(rec, len(others), dict(enumerate(others)), pyreads)
         trace = Trace(rec, guards, spec, out_spec, out_others, len(tensors) + len(params),
-                      self._backend_name(), [ref for ref, _ in self._param_refs()])
+                      self._backend_name(), [ref for ref, _ in self._param_refs()],
+                      out_tensors)
         trace.stats = self.stats
         self.traces.append(trace)
         self._last = trace

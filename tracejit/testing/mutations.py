@@ -81,6 +81,10 @@ MUTANTS = [
      "tracejit/capture/recorder.py",
      '                  if g.op == "==" and g.expected is True and g.lhs not in self.letters and',
      "                  if False and", ["tests/test_soundness.py"]),
+    ("kernel outputs left row-major where eager kept another layout",
+     "tracejit/capture/trace.py",
+     "        for k, order in self.out_layouts:  # kernels write row-major; eager kept a layout",
+     "        for k, order in ():", ["tests/test_soundness.py"]),
     ("sums over rows iterate over the outputs only", "tracejit/backends/numba_cpu.py",
      "    return [v for v in region.outputs + region.inputs if v not in reduced] + [\n"
      "        n.inputs[0] for n in region.nodes if column_sum(n)]",
