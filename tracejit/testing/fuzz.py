@@ -63,7 +63,7 @@ class _Gen:
         kind = r.choice(["binary", "binary", "unary", "unary", "reduce", "matmul", "branch",
                          "item", "size", "loop_size", "loop_value", "pyread", "mask",
                          "inplace", "view", "setitem", "nested", "detach", "row",
-                         "join", "view_write", "layout"])
+                         "join", "view_write", "layout", "argext", "step"])
         if kind == "binary":
             op = r.choice(["+", "-", "*"])
             self.emit(f"{v} = {a} {op} {b}" if r.random() < 0.7 else
@@ -138,6 +138,16 @@ class _Gen:
             self.emit(f"{v} = {a}.clone()")
             self.emit(r.choice([f"{v}[1:].mul_(0.5)", f"{v}[:, 0].add_(1.0)",
                                 f"{v}[0].copy_({b}[-1])"]), v)
+        elif kind == "argext":  # values and indices of a reduction, indices used
+            self.emit(r.choice([f"{v} = {a}.max(-1, keepdim=True)[0] + {a}.argmax(-1, "
+                                "keepdim=True).float()",
+                                f"{v} = {a}.log_softmax(-1).gather(-1, {b}.argmin(-1, "
+                                "keepdim=True))",
+                                f"{v} = {a}.min(-1)[0][:, None] * {b}"]), v)
+        elif kind == "step":  # a recurrent step, twice
+            self.emit(f"{v} = {a}")
+            self.emit("for _ in range(2):")
+            self.emit(f"    {v} = ({v} @ W + {b}).tanh()", v)
         elif kind == "layout":
             self.emit(r.choice([f"{v} = {a}.t().contiguous().t() + {b}",
                                 f"{v} = {a}.t().reshape(-1)[:{a}.numel()].reshape("
