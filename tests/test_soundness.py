@@ -551,3 +551,11 @@ def test_outputs_keep_eager_s_memory_layout():
     assert inner.stats["cache_hits"] >= 2
     assert np.allclose(inner(x).numpy(), ((x * 2).tanh() + 1).numpy(), atol=1e-5)
     agree(lambda x: (x * 2).tanh() + 1, Call(tj.ones(3, 2)), Call(x), Call(x))
+
+
+def test_gather_with_an_index_longer_than_the_input_raises_like_pytorch():
+    with pytest.raises(RuntimeError, match="Size does not match"):
+        tj.zeros(0, 3).gather(-1, tj.zeros(1, 1, dtype=tj.int64))
+    agree(lambda x, y: x.log_softmax(-1).gather(-1, y.argmin(-1, keepdim=True)),
+          Call(tj.randn(2, 3), tj.randn(1, 3)), Call(tj.randn(0, 3), tj.randn(1, 3)),
+          Call(tj.randn(5, 3), tj.randn(1, 3)))

@@ -129,8 +129,24 @@ def _infer_setitem(x, v, *idx, index):
     return aval_of(x)
 
 
+def _infer_gather(x, index, dim):
+    """PyTorch's rule: the index has the input's rank and is no longer than the input
+    along the other dimensions (decisions on sizes: a trace guards them)."""
+    a, i = aval_of(x), aval_of(index)
+    if len(i.shape) != len(a.shape):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input "
+                           "tensor")
+    for d, (si, sx) in enumerate(zip(i.shape, a.shape)):
+        if d != dim and si > sx:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index "
+                               f"{list(i.shape)} to be no larger than self {list(a.shape)} "
+                               f"apart from dimension {dim}")
+    return AVal(tuple(i.shape), a.dtype)
+
+
 def _gather(x, index, dim):
     """PyTorch's gather: the index may be shorter than the input along the other dims."""
+    _infer_gather(x, index, dim)
     part = tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(index.shape))
     return np.take_along_axis(x[part], index, axis=dim)
 
@@ -165,8 +181,7 @@ register("setitem", INDEX, _setitem, _infer_setitem,
          arity=-1, checks_indices=True)
 register("nonzero", INDEX, lambda x: np.argwhere(x).astype(np.int64),
          lambda x: AVal((None, aval_of(x).ndim), dt.int64), data_dependent=True)
-register("gather", INDEX, _gather,
-         lambda x, index, dim: AVal(tuple(aval_of(index).shape), aval_of(x).dtype),
+register("gather", INDEX, _gather, _infer_gather,
          lambda g, out, x, index, dim: (F.scatter_add(g, index, dim, tuple(x.shape)), None),
          saves=(1,), arity=2, checks_indices=True)
 register("scatter_add", INDEX, _scatter_add,
