@@ -19,7 +19,7 @@ import numpy as np
 
 from ..tensor.dispatch import user_stacklevel
 from ..ir.graph import Graph, Value
-from ..ir.symbolic import SymInt
+from ..ir.symbolic import SymInt, plain_symbol
 from ..ir.passes.fuse import column_sum
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE
@@ -481,10 +481,9 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = ()) -> list:
     for v, shape in list(zip(region.inputs, (a.shape for a in arrays))) + list(shapes):
         offset = len(shape) - len(v.shape)
         for d, size in enumerate(v.shape):
-            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
-                (mono, coef), = size.poly.items()
-                if len(mono) == 1 and coef == 1 and offset + d >= 0:
-                    env.setdefault(mono[0], shape[offset + d])
+            sym = plain_symbol(size)
+            if sym is not None and offset + d >= 0:
+                env.setdefault(sym, shape[offset + d])
 
     def size(s: SymInt) -> int:
         src = s.source()

@@ -78,15 +78,14 @@ class Graph:
     def size_bindings(self) -> list:
         """(input index, dim, symbol) for every input size that is a plain symbol: where
         a run reads the value of each symbol."""
-        from .symbolic import SymInt
+        from .symbolic import plain_symbol
 
         out = []
         for i, v in enumerate(self.inputs):
             for d, size in enumerate(v.shape):
-                if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
-                    (mono, coef), = size.poly.items()
-                    if len(mono) == 1 and coef == 1:
-                        out.append((i, d, mono[0]))
+                sym = plain_symbol(size)
+                if sym is not None:
+                    out.append((i, d, sym))
         return out
 
     def users(self) -> dict:

@@ -247,6 +247,15 @@ class SymInt:
 _SYMBOL = re.compile(r"\bs\d+\b")
 
 
+def plain_symbol(size) -> str | None:
+    """The symbol name of a size that is exactly one symbol (`s0`), else None."""
+    if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
+        (mono, coef), = size.poly.items()
+        if len(mono) == 1 and coef == 1:
+            return mono[0]
+    return None
+
+
 def symbols_in(source: str) -> set:
     """The size symbols (`s0`, `s1`, ...) a size expression's source mentions."""
     return set(_SYMBOL.findall(source))
