@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from ..ir.graph import FUSED, GUARD, Graph, Value
+from ..ir.graph import BIND, FUSED, GUARD, IF, LOOP, RAISE, SIZE, Graph, Value
 from ..ir.symbolic import SymInt, has_sym, map_leaves
 from ..ops import OPS
 from ..tensor.dispatch import apply, apply_inplace
@@ -101,6 +101,14 @@ class Interpreter:
             if node.op == GUARD:
                 self.steps.append(("guard", node, reads[0], None, None, None))  # op: slot
                 continue
+            if node.op in (IF, LOOP, BIND, SIZE, RAISE):
+                outs = []
+                for v in node.outputs:
+                    slot[v] = len(slot)
+                    outs.append(slot[v])
+                self.steps.append((node.op, node, _control(node, backend),
+                                   list(zip(reads, consts)), None, outs))
+                continue
             if node.op == FUSED:  # run the region's ops one by one
                 outs = []
                 for v in node.outputs:
@@ -128,6 +136,7 @@ class Interpreter:
                                slot[node.outputs[0]]))
         self.n_slots = len(slot)
         self.outputs = [slot[v] for v in graph.outputs]
+        self.size_outputs = [_precompile(e) for e in graph.size_outputs]
         self.mutations = [(slot[t], slot[v]) for t, v in graph.mutations]
 
     def run(self, inputs: list, env: dict, record: bool = True) -> list:
@@ -145,12 +154,24 @@ class Interpreter:
             apply_inplace(OPS.setitem, vals[target], vals[value], index=(Ellipsis,))
         return [vals[i] for i in self.outputs]
 
+    def run_region(self, inputs: list, env: dict, record: bool) -> tuple[list, list]:
+        """A region's (yielded values, yielded sizes); sizes it binds stay bound in env."""
+        vals = list(inputs) + [None] * (self.n_slots - len(inputs))
+        self._run(vals, env, record)
+        return [vals[i] for i in self.outputs], [_resolve(e, env) for e in self.size_outputs]
+
     def _run(self, vals: list, env: dict, record: bool = True) -> None:
         for kind, node, op, reads, attrs, out in self.steps:
             if kind == "guard":
                 check_guard(node, vals[op]._data)
                 if STATE.capture is not None:
                     STATE.capture.replay_guard(node, vals[op])
+                continue
+            if kind in _SCRIPT_STEPS:
+                args = [vals[r] if r is not None else _resolve(c, env) for r, c in reads]
+                for i, v in zip(out, _SCRIPT_STEPS[kind](node, op, args, env, record)):
+                    vals[i] = v
+                STATE.grad_enabled = node.grad_mode and record
                 continue
             STATE.grad_enabled = node.grad_mode and record
             if kind == "region":
@@ -170,3 +191,74 @@ class Interpreter:
             else:
                 args = [vals[r] if r is not None else _resolve(c, env) for r, c in reads]
                 vals[out] = apply(op, *args, **{k: _resolve(v, env) for k, v in attrs.items()})
+
+
+# ---- script graphs: branches, loops and sizes from data ---------------------------------------
+def _control(node, backend: str):
+    """What a script node's step needs prepared: interpreters of its regions, its sizes."""
+    if node.op in (IF, LOOP):
+        regions = [Interpreter(r, backend) for r in node.regions]
+        return regions, {k: _precompile(v) for k, v in node.attrs.items()}
+    return None, {k: _precompile(v) for k, v in node.attrs.items()}
+
+
+def _run_if(node, prepared, args, env, record):
+    (then, orelse), _ = prepared
+    region = then if bool(args[0]._data) else orelse
+    outs, sizes = region.run_region(args[1:], env, record)
+    env.update(zip(node.attrs.get("sizes", ()), sizes))
+    return outs
+
+
+def _run_loop(node, prepared, args, env, record):
+    import itertools
+
+    regions, attrs = prepared
+    k = attrs["n_carried"]
+    carried, invariant = list(args[:k]), list(args[k:])
+    names = attrs.get("carried_sizes") or ()
+    env.update(zip(names, (_resolve(e, env) for e in attrs.get("sizes_init") or ())))
+    if attrs.get("stop") is not None:
+        steps = range(_resolve(attrs["start"], env), _resolve(attrs["stop"], env),
+                      _resolve(attrs["step"], env))
+    else:
+        steps = itertools.count()
+    index = attrs.get("index")
+    cond = regions[0] if attrs.get("has_cond") else None
+    body = regions[-1]
+    for i in steps:
+        if index is not None:
+            env[index] = i
+        if cond is not None:
+            (go,), _ = cond.run_region(carried + invariant, env, record)
+            if not bool(go._data):
+                break
+        carried, sizes = body.run_region(carried + invariant, env, record)
+        env.update(zip(names, sizes))
+    return carried
+
+
+def _run_bind(node, prepared, args, env, record):
+    env[node.attrs["symbol"]] = int(args[0]._data)
+    return ()
+
+
+def _run_size(node, prepared, args, env, record):
+    from ..tensor.tensor import Tensor
+
+    _, attrs = prepared
+    lhs = _resolve(attrs["lhs"], env)
+    value = lhs if attrs["op"] is None else _COMPARE[attrs["op"]](
+        lhs, _resolve(attrs["rhs"], env))
+    return (Tensor._make(np.array(value, dtype=node.outputs[0].dtype.np)),)
+
+
+def _run_raise(node, prepared, args, env, record):
+    exc = node.attrs["exc"]
+    raise type(exc)(*exc.args)
+
+
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+_SCRIPT_STEPS = {IF: _run_if, LOOP: _run_loop, BIND: _run_bind, SIZE: _run_size,
+                 RAISE: _run_raise}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from ..ir.graph import GUARD, Graph, Value
+from ..ir.graph import BIND, GUARD, SIZE, Graph, Value
 from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import AVal
@@ -43,9 +43,27 @@ class ShapeGuard:
         return f"sizes: {text}"
 
 
+class Scope:
+    """A region being recorded (a branch or loop body): its graph, the values defined in
+    it, and the outer values it reads, which become its block arguments."""
+
+    __slots__ = ("graph", "defined", "captures", "outer")
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.defined: set = set()
+        self.captures: dict = {}  # value as the code knows it -> block argument
+        self.outer: list = []     # per block argument: the value in the enclosing scope
+
+
 class Recorder:
     def __init__(self, name: str):
         self.graph = Graph(name)
+        self.scopes = [Scope(self.graph)]      # the graph, then regions being recorded
+        self.scope_of: dict = {}               # Value -> the Scope defining it
+        self.script = 0                        # > 0 while converted (@script) code runs
+        self.dry = 0                           # > 0 while recording a path not taken
+        self.n_data_symbols = 0
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
         self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
@@ -76,6 +94,8 @@ class Recorder:
             else:
                 shape.append(size)
         v = Value(t.dtype, tuple(shape), None, name)
+        self.scope_of[v] = self.scopes[0]
+        self.scopes[0].defined.add(v)
         self.graph.inputs.append(v)
         self.graph.input_kinds.append(kind)
         self.inputs.append(t)
@@ -179,14 +199,58 @@ class Recorder:
                         syms[sym] = syms[first]
 
     def _guard_node(self, t: Tensor, kind: str, expected) -> None:
-        self.graph.add_node(GUARD, [self.value_of(t)], {"kind": kind, "expected": expected},
-                            [], user_frame())
+        self._add(GUARD, [self.value_of(t)], {"kind": kind, "expected": expected}, [],
+                  user_frame())
 
     def read(self, t: Tensor, kind: str):
-        """bool(t), t.item(), int(t), float(t): the value becomes a guard in the graph."""
+        """bool(t), t.item(), int(t), float(t): the value becomes a guard in the graph —
+        except an integer read by scripted code, which becomes a size from data."""
         value = t._data.reshape(()).item()
+        if self.script and kind in ("int", "item") and t._data.dtype.kind in "iu":
+            return self.data_size(t, value)
         self._guard_node(t, kind, value)
         return value
+
+    # ---- sizes from data (script mode) ---------------------------------------------------
+    def new_symbol(self, hint: int) -> SymInt:
+        """A fresh size symbol bound while the program runs (u0, u1, ...)."""
+        name = f"u{self.n_data_symbols}"
+        self.n_data_symbols += 1
+        return SymInt.symbol(name, hint, self)
+
+    def data_size(self, t: Tensor, value: int) -> SymInt:
+        """An integer read from a tensor as a size: the program binds it when it runs."""
+        sym = self.new_symbol(value)
+        self._add(BIND, [self.value_of(t)], {"symbol": sym.source()}, [], user_frame())
+        return sym
+
+    def size_value(self, lhs, op: str | None = None, rhs=None, value=None) -> Tensor:
+        """A 0-d tensor holding a size (op None) or a comparison of sizes, computed when
+        the program runs; `value` is what it is in this call."""
+        from ..dtypes import bool_, int64
+
+        if value is None:
+            value = hint_of(lhs)
+        dtype = int64 if op is None and not isinstance(value, bool) else bool_
+        t = Tensor._make(np.array(value, dtype=dtype.np))
+        node = self._add(SIZE, [], {"lhs": lhs, "op": op, "rhs": rhs}, [(dtype, ())],
+                         user_frame())
+        self._bind(t, node.output)
+        return t
+
+    def size_decision(self, lhs: SymInt, op: str, rhs, hint: bool):
+        """A comparison of sizes from data: a bool tensor the program computes (the
+        script helpers branch on it; anything else reading it as a bool guards it)."""
+        if self.closed or self.aborted:
+            return hint
+        return self.size_value(lhs, op, rhs, hint)
+
+    def size_check(self, size: SymInt) -> None:
+        """A size from data used as a plain number: checked where it is used."""
+        if self.closed or self.aborted:
+            return
+        t = self.size_value(size, "==", size.hint, True)
+        self._guard_node(t, "bool", True)
 
     def read_size(self, t: Tensor, dim: int, kind: str) -> int:
         size = self.shape_of(t)[dim]
@@ -195,7 +259,7 @@ class Recorder:
     def replay_guard(self, node, t: Tensor) -> None:
         """A guard of a graph being replayed under this recorder (the joint forward and
         backward trace): it stays a guard of the graph recorded."""
-        self.graph.add_node(GUARD, [self.value_of(t)], dict(node.attrs), [], node.source)
+        self._add(GUARD, [self.value_of(t)], dict(node.attrs), [], node.source)
 
     def escape(self, t: Tensor, how: str) -> None:
         """t.numpy(), t.tolist(), np.asarray(t): guard the whole value seen."""
@@ -250,12 +314,73 @@ class Recorder:
             self.view_chains[id(out)] = (base, chain + ((op, attrs),))
         return out
 
+    # ---- scopes: regions of branches and loops -------------------------------------------
+    def _add(self, op: str, inputs: list, attrs: dict, out_types: list, source: str,
+             regions: list = ()):
+        """Append a node to the innermost scope; outer values it reads become block
+        arguments of the regions in between."""
+        scope = self.scopes[-1]
+        inputs = [self.local(x) if isinstance(x, Value) else x for x in inputs]
+        node = scope.graph.add_node(op, inputs, attrs, out_types, source)
+        node.regions = list(regions)
+        for v in node.outputs:
+            scope.defined.add(v)
+            self.scope_of[v] = scope
+        return node
+
+    def local(self, v: Value, depth: int | None = None) -> Value:
+        """`v` as the scope at `depth` (the innermost by default) sees it."""
+        depth = len(self.scopes) - 1 if depth is None else depth
+        scope = self.scopes[depth]
+        if v in scope.defined:
+            return v
+        inner = scope.captures.get(v)
+        if inner is not None:
+            return inner
+        home = self.scope_of.get(v)
+        if home is not None and home not in self.scopes:  # a value of a closed region
+            self.abort("a tensor computed inside a branch or loop body is used outside it "
+                       "without being one of the variables the body assigns", final=False)
+            return v
+        if depth == 0 or home is None:
+            return v
+        outer = self.local(v, depth - 1)
+        inner = Value(v.dtype, v.shape, None, v.name)
+        scope.graph.inputs.append(inner)
+        scope.graph.input_kinds.append("arg")
+        scope.captures[v] = inner
+        scope.outer.append(outer)
+        scope.defined.add(inner)
+        self.scope_of[inner] = scope
+        return inner
+
+    def open_scope(self, name: str) -> Scope:
+        scope = Scope(Graph(name, made_by="script", symbols=self.graph.symbols))
+        self.scopes.append(scope)
+        return scope
+
+    def close_scope(self, scope: Scope) -> None:
+        assert self.scopes[-1] is scope, "scopes close in the order they opened"
+        self.scopes.pop()
+
+    def block_arg(self, scope: Scope, dtype, shape, name: str = "") -> Value:
+        """A block argument of `scope` that no outer value stands behind yet (a loop's
+        carried value: the node passes its initial value)."""
+        v = Value(dtype, tuple(shape), None, name)
+        scope.graph.inputs.append(v)
+        scope.graph.input_kinds.append("arg")
+        scope.defined.add(v)
+        self.scope_of[v] = scope
+        return v
+
+    def bind(self, t: Tensor, v: Value) -> None:
+        self._bind(t, v)
+
     def _node(self, op, inputs: list, attrs: dict) -> Value:
         """Append `op(inputs)`; inputs are Values or scalars. Returns the output Value."""
         avals = [AVal(x.shape, x.dtype) if isinstance(x, Value) else x for x in inputs]
         aval = op.infer(*avals, **attrs)
-        node = self.graph.add_node(op.name, inputs, attrs, [(aval.dtype, aval.shape)],
-                                   user_frame())
+        node = self._add(op.name, inputs, attrs, [(aval.dtype, aval.shape)], user_frame())
         node.grad_mode = STATE.grad_enabled
         return node.output
 
@@ -274,10 +399,9 @@ class Recorder:
     def _record_data_dependent(self, op, inputs, attrs, out: Tensor) -> Value:
         nz = self._node(OPS.ne, [inputs[0], 0], {})
         count = self._node(OPS.sum, [nz], {"dim": None, "keepdim": False})
-        self.graph.add_node(GUARD, [count], {"kind": "item", "expected": out._data.shape[0]},
-                            [], user_frame())
-        node = self.graph.add_node(op.name, inputs, attrs, [(out.dtype, out._data.shape)],
-                                   user_frame())
+        self._add(GUARD, [count], {"kind": "item", "expected": out._data.shape[0]}, [],
+                  user_frame())
+        node = self._add(op.name, inputs, attrs, [(out.dtype, out._data.shape)], user_frame())
         node.grad_mode = STATE.grad_enabled
         self._bind(out, node.output)
         return node.output
@@ -288,6 +412,12 @@ class Recorder:
         from ..tensor.dispatch import apply_inplace
 
         base, chain = self.view_chains.get(id(target), (None, ()))
+        if len(self.scopes) > 1 and self.scope_of.get(self.values.get(id(
+                base if base is not None else target))) is not self.scopes[-1]:
+            self.abort(f"in-place {op.name} inside a branch or loop body of a tensor from "
+                       "outside it (script mode records updates of values the body "
+                       "assigns only)", final=False)
+            return apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
         saved = self.saved_counters.get(id(target._vc)) if target._vc is not None else None
         if saved is not None:
             # eager autograd raises at backward() if it reaches the node that saved it;

@@ -52,7 +52,21 @@ class Node:
 
 
 GUARD = "guard"  # attrs: kind ('bool'|'item'|'int'|'float'|'array'), expected
-FUSED = "fused"  # attrs: kind ('elementwise'|'reduce'); regions[0] is the fused sub-graph
+FUSED = "fused"  # attrs: kind ('elementwise'|'row'); regions[0] is the fused sub-graph
+
+# Structured control flow (script mode). Regions are closed sub-graphs: their inputs are
+# block arguments (the node's operands), their outputs what they yield, and their
+# `size_outputs` sizes they yield (bound to the node's `sizes` symbols afterwards).
+IF = "if"        # inputs: pred (bool[]), *operands; regions: then, else; attrs: sizes
+LOOP = "loop"    # inputs: *carried, *invariants; regions: [cond], body; attrs: see LOOP_ATTRS
+BIND = "bind_size"  # inputs: an integer[] tensor; attrs: symbol: binds a size from data
+SIZE = "size"    # no inputs; attrs: expr (a size expression or comparison) -> a 0-d tensor
+RAISE = "raise"  # attrs: exc (an exception instance): raises it when reached
+CONTROL = frozenset({IF, LOOP})
+# a loop's attributes: index (symbol bound to the iteration's number, or None), start,
+# stop, step (sizes, for a range loop; stop None: a while loop), n_carried (how many
+# inputs are carried values), carried_sizes (symbols carried, bound from sizes_init and
+# then from the body's size outputs), has_cond (regions[0] decides each iteration)
 
 
 @dataclass(eq=False)
@@ -66,6 +80,7 @@ class Graph:
     symbols: dict = field(default_factory=dict)     # symbol -> display name ('s0' -> 'B')
     input_kinds: list = field(default_factory=list)  # 'arg' | 'param' | 'captured' per input
     notes: list = field(default_factory=list)        # pass decisions, for explain()
+    size_outputs: list = field(default_factory=list)  # sizes a region yields (see IF/LOOP)
 
     def add_node(self, op: str, inputs: list, attrs: dict, out_types: list,
                  source: str = "") -> Node:
@@ -87,6 +102,9 @@ class Graph:
                 if sym is not None:
                     out.append((i, d, sym))
         return out
+
+    def has_control_flow(self) -> bool:
+        return any(n.op in CONTROL for n in self.nodes)
 
     def users(self) -> dict:
         """{Value: [Node, ...]} for every value used by a node."""

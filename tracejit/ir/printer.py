@@ -6,7 +6,7 @@ traces of the same program print identically.
 """
 from __future__ import annotations
 
-from .graph import FUSED, GUARD, Graph, Value
+from .graph import BIND, CONTROL, FUSED, GUARD, IF, LOOP, RAISE, SIZE, Graph, Value
 from .symbolic import SymInt
 
 
@@ -36,6 +36,16 @@ class _Namer:
             used.add(name)
             self.names[v] = name
         self.counter = 0
+
+    def param(self, v: Value) -> str:
+        """A region's block argument: named by its hint, numbered to stay unique."""
+        base = v.name or "arg"
+        taken = set(self.names.values())
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        self.names[v] = name
+        return name
 
     def define(self, v: Value) -> str:
         self.names[v] = f"{self.prefix}{self.counter}"
@@ -76,37 +86,95 @@ def _attrs(attrs: dict, syms: dict) -> str:
 
 
 def format_graph(graph: Graph, sources: bool = False) -> str:
-    """The dump: a header naming the pass that made the graph, then one line per node."""
+    """The dump: a header naming the pass that made the graph, then one line per node;
+    branches and loops print their regions indented under them."""
     syms = graph.symbols
     namer = _Namer(graph)
     sig = ", ".join(f"%{namer.names[v]}: {format_type(v, syms)}" for v in graph.inputs)
     outs = ", ".join(format_type(v, syms) for v in graph.outputs)
-    lines = [f"# graph {graph.name}  [after: {graph.made_by} · {len(graph.nodes)} nodes]",
+    lines = [f"# graph {graph.name}  [after: {graph.made_by} · {_count(graph)} nodes]",
              f"graph({sig}) -> ({outs}):"]
-    for node in graph.nodes:
-        args = ", ".join(namer.ref(x, syms) for x in node.inputs)
-        if node.op == GUARD:
-            expected = _literal(node.attrs["expected"], syms)
-            line = f"  guard[{node.attrs['kind']}]({args}) == {expected}"
-        elif node.op == FUSED:
-            defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
-            line = f"  {defs} = fused[{node.attrs['kind']}]({args}) {{"
-            lines.append(line)
-            lines += _region_lines(node.regions[0], syms, sources)
-            continue
-        else:
-            defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
-            line = f"  {defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
-        if sources and node.source:
-            line += f"  # {node.source}"
-        lines.append(line)
+    _body_lines(graph, namer, syms, sources, "  ", lines)
     for target, value in graph.mutations:
         lines.append(f"  mutate %{namer.names[target]} <- {namer.ref(value, syms)}")
     lines.append("  return " + ", ".join(namer.ref(v, syms) for v in graph.outputs))
     return "\n".join(lines)
 
 
-def _region_lines(region: Graph, syms: dict, sources: bool) -> list:
+def _count(graph: Graph) -> str:
+    """Nodes at the top level, and in regions of branches and loops when there are any."""
+    inner = sum(len(r.nodes) for n in graph.nodes if n.op in CONTROL for r in n.regions)
+    return f"{len(graph.nodes)}" + (f" + {inner} in regions" if inner else "")
+
+
+def _body_lines(graph: Graph, namer, syms: dict, sources: bool, indent: str, lines: list):
+    for node in graph.nodes:
+        args = ", ".join(namer.ref(x, syms) for x in node.inputs)
+        defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
+        if node.op == GUARD:
+            expected = _literal(node.attrs["expected"], syms)
+            line = f"{indent}guard[{node.attrs['kind']}]({args}) == {expected}"
+        elif node.op == FUSED:
+            lines.append(f"{indent}{defs} = fused[{node.attrs['kind']}]({args}) {{")
+            lines += _region_lines(node.regions[0], syms, sources, indent + "    ")
+            continue
+        elif node.op in CONTROL:
+            head = f"{defs} = " if defs else ""
+            sizes = node.attrs.get("sizes") or node.attrs.get("carried_sizes") or ()
+            if sizes:
+                head += ", ".join(_dim(_sym(s), syms) for s in sizes) + " := "
+            line = f"{indent}{head}{node.op}({args}){_attrs(_control_attrs(node), syms)}"
+            if sources and node.source:
+                line += f"  # {node.source}"
+            lines.append(line)
+            names = ("then", "else") if node.op == IF else (
+                ("cond", "body") if node.attrs.get("has_cond") else ("body",))
+            for name, region in zip(names, node.regions):
+                params = ", ".join(f"%{namer.param(v)}: {format_type(v, syms)}"
+                                   for v in region.inputs)
+                lines.append(f"{indent}  {name}({params}):")
+                _body_lines(region, namer, syms, sources, indent + "    ", lines)
+                yields = [namer.ref(v, syms) for v in region.outputs] + [
+                    _dim(x, syms) for x in region.size_outputs]
+                lines.append(f"{indent}    yield " + ", ".join(yields))
+            continue
+        elif node.op == BIND:
+            line = f"{indent}{_dim(_sym(node.attrs['symbol']), syms)} := size({args})"
+        elif node.op == SIZE:
+            a = node.attrs
+            expr = _literal(a["lhs"], syms) + (
+                f" {a['op']} {_literal(a['rhs'], syms)}" if a["op"] else "")
+            line = f"{indent}{defs} = size({expr})"
+        elif node.op == RAISE:
+            line = f"{indent}raise {node.attrs['exc']!r}"
+        else:
+            line = f"{indent}{defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
+        if sources and node.source:
+            line += f"  # {node.source}"
+        lines.append(line)
+
+
+def _sym(name: str):
+    from .symbolic import SymInt
+
+    return SymInt(0, {(name,): 1}, None)
+
+
+def _control_attrs(node) -> dict:
+    if node.op == IF:
+        return {}
+    a = node.attrs
+    out = {}
+    if a.get("index") is not None:
+        out["index"] = _sym(a["index"])
+    if a.get("stop") is not None:
+        out["range"] = slice(a["start"], a["stop"], a["step"] if a["step"] != 1 else None)
+    if a.get("carried_sizes"):
+        out["init"] = tuple(a["sizes_init"])
+    return out
+
+
+def _region_lines(region: Graph, syms: dict, sources: bool, indent: str = "      ") -> list:
     """A fused node's ops, indented under it; region values are %r0, %r1, ...
     and its inputs %in0, %in1, ... in the order of the fused node's arguments."""
     namer = _Namer(region, prefix="r")
@@ -114,11 +182,11 @@ def _region_lines(region: Graph, syms: dict, sources: bool) -> list:
     for node in region.nodes:
         args = ", ".join(namer.ref(x, syms) for x in node.inputs)
         defs = ", ".join(f"{namer.define(v)}: {format_type(v, syms)}" for v in node.outputs)
-        line = f"      {defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
+        line = f"{indent}{defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
         if sources and node.source:
             line += f"  # {node.source}"
         lines.append(line)
-    lines.append("      yield " + ", ".join(namer.ref(v, syms) for v in region.outputs) + " }")
+    lines.append(f"{indent}yield " + ", ".join(namer.ref(v, syms) for v in region.outputs) + " }")
     return lines
 
 

@@ -197,6 +197,8 @@ class SymInt:
         hint = fn(self.hint, other.hint if isinstance(other, SymInt) else other)
         if not isinstance(self - other, SymInt):  # the difference is a known constant
             return hint
+        if is_dynamic(self) or is_dynamic(other):  # decided when the program runs
+            return self.recorder.size_decision(self, op, other, hint)
         self.recorder.add_shape_guard(self.source(), op, _src(other), hint)
         return hint
 
@@ -222,6 +224,9 @@ class SymInt:
         return hash(self.hint)
 
     def specialize(self, why: str = "int") -> int:
+        if is_dynamic(self):  # a size from data: checked where it is used, at run time
+            self.recorder.size_check(self)
+            return self.hint
         self.recorder.add_shape_guard(self.source(), "==", str(self.hint), True)
         return self.hint
 
@@ -235,7 +240,8 @@ class SymInt:
         return float(self.specialize("float"))
 
     def __bool__(self) -> bool:
-        return self != 0
+        nonzero = self != 0
+        return nonzero if isinstance(nonzero, bool) else bool(nonzero)
 
     def __repr__(self) -> str:
         return str(self.hint)
@@ -244,7 +250,15 @@ class SymInt:
         return str(self.hint)
 
 
-_SYMBOL = re.compile(r"\bs\d+\b")
+_SYMBOL = re.compile(r"\b[su]\d+\b")
+_DYNAMIC = re.compile(r"\bu\d+\b")
+
+
+def is_dynamic(size) -> bool:
+    """Whether a size depends on data, a loop's iteration or a branch taken (symbols
+    u0, u1, ... of script graphs): decisions on it are made when the program runs, not
+    guarded once per call like those on input sizes (s0, s1, ...)."""
+    return isinstance(size, SymInt) and bool(_DYNAMIC.search(size.source()))
 
 
 def plain_symbol(size) -> str | None:
@@ -257,7 +271,7 @@ def plain_symbol(size) -> str | None:
 
 
 def symbols_in(source: str) -> set:
-    """The size symbols (`s0`, `s1`, ...) a size expression's source mentions."""
+    """The size symbols (`s0`, `u0`, ...) a size expression's source mentions."""
     return set(_SYMBOL.findall(source))
 
 

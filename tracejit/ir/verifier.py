@@ -1,7 +1,7 @@
 """The IR verifier: structural and type checks, run after every pass in tests."""
 from __future__ import annotations
 
-from .graph import FUSED, GUARD, Graph, Value
+from .graph import BIND, FUSED, GUARD, IF, LOOP, RAISE, SIZE, Graph, Value
 from .symbolic import SymInt
 
 
@@ -37,6 +37,9 @@ def verify(graph: Graph) -> None:
             continue
         if node.op == FUSED:
             _check_fused(node, where, defined)
+            continue
+        if node.op in (IF, LOOP, BIND, SIZE, RAISE):
+            _check_script_node(node, where, defined)
             continue
         if node.op not in OPS:
             raise VerificationError(f"{where}: unknown op {node.op!r}")
@@ -80,6 +83,67 @@ def _check_fused(node, where: str, defined: set) -> None:
         if v in defined:
             raise VerificationError(f"{where} redefines a value (SSA violated)")
         defined.add(v)
+
+
+def _check_script_node(node, where: str, defined: set) -> None:
+    """Branches, loops and the size nodes of script graphs."""
+    arity = {BIND: (1, 0), SIZE: (0, 1), RAISE: (0, 0)}
+    if node.op in arity:
+        if (len(node.inputs), len(node.outputs)) != arity[node.op]:
+            raise VerificationError(f"{where}: takes {arity[node.op][0]} inputs and defines "
+                                    f"{arity[node.op][1]} values")
+    elif node.op == IF:
+        if len(node.regions) != 2:
+            raise VerificationError(f"{where}: an if holds a then and an else region")
+        pred = node.inputs[0]
+        if not isinstance(pred, Value) or pred.shape != () or pred.dtype.name != "bool":
+            raise VerificationError(f"{where}: the condition is not a bool[] value")
+        for name, region in zip(("then", "else"), node.regions):
+            _check_region(node, name, region, node.inputs[1:], node.outputs,
+                          len(node.attrs.get("sizes", ())), where)
+    else:
+        a = node.attrs
+        k = a["n_carried"]
+        body = node.regions[-1]
+        if len(node.regions) != 1 + bool(a.get("has_cond")) or len(node.outputs) != k:
+            raise VerificationError(f"{where}: a loop holds [cond,] body and returns its "
+                                    f"{k} carried values")
+        _check_region(node, "body", body, node.inputs, node.inputs[:k],
+                      len(a.get("carried_sizes", ())), where)
+        if a.get("has_cond"):
+            cond = node.regions[0]
+            _check_region(node, "cond", cond, node.inputs, cond.outputs[:1], 0, where)
+            out = cond.outputs[0] if len(cond.outputs) == 1 else None
+            if out is None or out.shape != () or out.dtype.name != "bool":
+                raise VerificationError(f"{where}: the loop condition does not yield bool[]")
+        for outer, carried in zip(node.outputs, node.inputs[:k]):
+            if not _same_type(outer, carried):
+                raise VerificationError(f"{where}: a carried value changes type")
+    for v in node.outputs:
+        if v in defined:
+            raise VerificationError(f"{where} redefines a value (SSA violated)")
+        defined.add(v)
+
+
+def _check_region(node, name, region, args, results, n_sizes, where) -> None:
+    try:
+        verify(region)
+    except VerificationError as err:
+        raise VerificationError(f"{where}: in its {name} region: {err}") from None
+    if len(region.inputs) != len(args) or len(region.outputs) != len(results) or \
+            len(region.size_outputs) != n_sizes:
+        raise VerificationError(f"{where}: the {name} region's arguments or results do not "
+                                "match the node")
+    for outer, inner in zip(list(args) + list(results), region.inputs + region.outputs):
+        if isinstance(outer, Value) and not _same_type(outer, inner):
+            raise VerificationError(f"{where}: a type differs from its {name} region's")
+
+
+def _same_type(a: Value, b: Value) -> bool:
+    """Types compared as written: symbols by their expressions, not traced numbers."""
+    from .passes.rewrite import same_type
+
+    return same_type(a, b)
 
 
 def _hint(d):

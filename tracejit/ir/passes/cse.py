@@ -1,17 +1,20 @@
-"""Common-subexpression elimination: one node per (op, inputs, attributes)."""
+"""Common-subexpression elimination: one node per (op, inputs, attributes).
+
+Regions of branches and loops are closed graphs: each is deduplicated on its own
+(what a region computes is never merged with a value outside it)."""
 from __future__ import annotations
 
 from ...ops import OPS
 from ...ops.registry import RANDOM
-from ..graph import GUARD, Graph, Value
+from ..graph import BIND, GUARD, RAISE, Graph, Value
 from .rewrite import Builder, attrs_key, value_key
 
 
 def cse(graph: Graph) -> Graph:
-    b = Builder(graph, "cse")
+    b = Builder(graph, "cse", recurse=cse)
     seen: dict = {}
     for node in graph.nodes:
-        pure = node.op != GUARD and not (node.op in OPS and OPS[node.op].kind == RANDOM) \
+        pure = node.op not in (GUARD, BIND, RAISE) and not (node.op in OPS and OPS[node.op].kind == RANDOM) \
             and not node.regions
         if pure:
             inputs = [b.get(x) for x in node.inputs]

@@ -3,19 +3,23 @@
 Observable: graph outputs, updates of inputs (mutations), guards (they decide
 whether the trace may run at all), random ops (they advance the generator,
 so a traced call draws the same numbers as the eager program) and indexing by
-tensors (an index out of range raises in eager even when the result is unused)."""
+tensors (an index out of range raises in eager even when the result is unused);
+in script graphs also `raise`, size bindings, and branches and loops holding any of
+these. Regions are cleaned the same way (what they yield is live)."""
 from __future__ import annotations
 
 from ...ops import OPS
 from ...ops.indexing import Slot
 from ...ops.registry import RANDOM
-from ..graph import GUARD, Graph, Value
+from ..graph import BIND, CONTROL, GUARD, RAISE, Graph, Value
 from .rewrite import Builder
 
 
 def _has_effect(node) -> bool:
-    if node.op == GUARD:
+    if node.op in (GUARD, RAISE, BIND):  # a bound size may be read by any later node
         return True
+    if node.op in CONTROL:
+        return any(_has_effect(n) for r in node.regions for n in r.nodes)
     op = OPS[node.op] if node.op in OPS else None
     if op is None or not (op.kind == RANDOM or op.checks_indices):
         return False
@@ -32,7 +36,7 @@ def dce(graph: Graph) -> Graph:
         if _has_effect(node) or any(v in live_values for v in node.outputs):
             live_nodes.add(id(node))
             live_values.update(x for x in node.inputs if isinstance(x, Value))
-    b = Builder(graph, "dce")
+    b = Builder(graph, "dce", recurse=dce)
     for node in graph.nodes:
         if id(node) in live_nodes:
             b.copy(node)

@@ -20,7 +20,7 @@ def fold_constants(graph: Graph) -> Graph:
     from ...tensor.dispatch import apply
     from ...tensor.tensor import Tensor
 
-    b = Builder(graph, "fold_constants")
+    b = Builder(graph, "fold_constants", recurse=fold_constants)
     known: dict = {}  # new Value -> ndarray
     for node in graph.nodes:
         inputs = [b.get(x) for x in node.inputs]

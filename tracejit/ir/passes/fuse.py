@@ -116,6 +116,12 @@ MAX_REGION_NODES = 96
 
 
 def fuse(graph: Graph) -> Graph:
+    """Fuse `graph`'s straight-line code, and that of every branch and loop body in it."""
+    if graph.has_control_flow():
+        b = Builder(graph, graph.made_by, recurse=fuse)
+        for node in graph.nodes:
+            b.copy(node)
+        graph = b.finish()
     nodes = graph.nodes
     index = {id(n): i for i, n in enumerate(nodes)}
     producer = {v: n for n in nodes for v in n.outputs}

@@ -1,15 +1,20 @@
 """Rebuilding a graph node by node: the common machinery of the passes."""
 from __future__ import annotations
 
-from ..graph import Graph, Node, Value
+from ..graph import CONTROL, Graph, Node, Value
 from ..symbolic import SymInt
 
 
 class Builder:
-    """A new graph with the same inputs as `src`; old values map to new ones."""
+    """A new graph with the same inputs as `src`; old values map to new ones.
 
-    def __init__(self, src: Graph, made_by: str):
+    `recurse`: the pass itself, applied to the regions of control-flow nodes as they are
+    copied (each region is a closed graph, so a pass runs on it as on any graph). Fused
+    regions are kernels and are kept as they are."""
+
+    def __init__(self, src: Graph, made_by: str, recurse=None):
         self.src = src
+        self.recurse = recurse
         self.graph = Graph(src.name, made_by=made_by, symbols=dict(src.symbols),
                            input_kinds=list(src.input_kinds), notes=list(src.notes))
         self.map: dict = {}
@@ -31,10 +36,13 @@ class Builder:
     def emit(self, op: str, inputs: list, attrs: dict, out_types: list, like: Node) -> Node:
         new = self.graph.add_node(op, inputs, attrs, out_types, like.source)
         new.grad_mode, new.regions = like.grad_mode, like.regions
+        if self.recurse is not None and like.op in CONTROL:
+            new.regions = [self.recurse(r) for r in like.regions]
         return new
 
     def finish(self) -> Graph:
         self.graph.outputs = [self.get(v) for v in self.src.outputs]
+        self.graph.size_outputs = list(self.src.size_outputs)
         self.graph.mutations = [(self.get(t), self.get(v)) for t, v in self.src.mutations]
         return self.graph
 

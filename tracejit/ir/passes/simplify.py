@@ -74,7 +74,7 @@ def _product_transposed(b: Builder, node, inputs, producers, users) -> Value | N
 
 
 def simplify(graph: Graph) -> Graph:
-    b = Builder(graph, "simplify")
+    b = Builder(graph, "simplify", recurse=simplify)
     producers: dict = {}
     users = graph.users()
     returned = set(graph.outputs)  # a returned value stays a new tensor, as in eager
