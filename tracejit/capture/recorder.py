@@ -153,6 +153,7 @@ class Recorder:
         for graph in graphs:
             for v in graph.inputs:
                 v.shape = sub(tuple(v.shape))
+            graph.size_outputs = [sub(x) for x in graph.size_outputs]
             for node in graph.nodes:
                 node.inputs = [sub(x) if not isinstance(x, Value) else x for x in node.inputs]
                 node.attrs = {k: sub(x) for k, x in node.attrs.items()}
@@ -280,6 +281,10 @@ class Recorder:
             self.abort_is_final = final
         if STATE.capture is self:
             STATE.capture = None
+        if self.dry:  # inside a path not taken: stop it before anything runs for real
+            from ..script.control_flow import DryPathAbort
+
+            raise DryPathAbort(reason)
 
     # ---- ops -------------------------------------------------------------------------------
     def apply(self, op, args, attrs):

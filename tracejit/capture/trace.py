@@ -127,6 +127,9 @@ class Trace:
         self.out_others = [_precompile(v) for v in out_others]
         self._sized_outs = any(has_sym(v) for v in out_others)
         self.backend = backend
+        # branches and loops run op by op through eager autograd when gradients are
+        # recorded (exact; each region's ops are fused kernels when they are not)
+        self.control_flow = self.graph.has_control_flow()
         self.runner = Interpreter(self.graph, backend)
         self._program = _UNSET  # the host program for calls that record no gradient
         self.backwards: list = []  # BackwardTraces, built by calls recording gradients
@@ -141,10 +144,14 @@ class Trace:
     def run(self, tensors: list):
         bt = None
         if self.backend == "numba" and STATE.grad_enabled and not self.graph.mutations and \
-                any(t._rg for t in tensors):
+                not self.control_flow and any(t._rg for t in tensors):
             bt = self.backward_trace(tensors)
+        env = None
         if bt is not None:
             outs = traced_call(bt, self, tensors)
+        elif self.control_flow:  # sizes from data are bound in env as the program runs
+            env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+            outs = self.runner.run(tensors, env)
         else:
             outs = self.run_forward(tensors)
         for k, order in self.out_layouts:  # kernels write row-major; eager kept a layout
@@ -154,7 +161,8 @@ class Trace:
                     np.argsort(order))
         others = self.out_others
         if self._sized_outs:
-            env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+            if env is None:
+                env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
             others = [_resolve(v, env) for v in others]
         return unflatten(self.out_spec, outs, others, tensors)
 
@@ -219,7 +227,7 @@ _UNSET = object()
 def _program_for(graph, backend: str, bindings: list):
     from ..backends.host import host_program, returns_views
 
-    if backend != "numba" or returns_views(graph):
+    if backend != "numba" or returns_views(graph) or graph.has_control_flow():
         return None
     return host_program(graph, bindings)
 

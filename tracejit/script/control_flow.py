@@ -1,0 +1,525 @@
+"""Structured control flow captured into regions: `tj.cond`, `tj.while_loop`, and the
+branch and loop helpers that scripted code (`@tj.script`) calls.
+
+Outside a capture each helper is plain Python control flow. While a function is
+traced or scripted, a branch on a tensor records both paths into an `if` node, and a
+loop whose bounds are sizes or whose condition is a tensor records its body once into a
+`loop` node. The call being recorded still computes eager's values: the path taken runs
+for real (later iterations of a loop run eagerly), the other path is recorded without
+effects. Variables a branch or body assigns are its results; a tensor stays a tensor,
+an int becomes a size symbol bound when the program runs, a bool a bool tensor.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ..autograd.grad_mode import STATE
+from ..ir.graph import IF, LOOP, Value
+from ..ir.passes.rewrite import same_type
+from ..ir.symbolic import SymInt, hint_of
+from ..ops import OPS
+from ..tensor.dispatch import apply, user_frame
+from ..tensor.tensor import Tensor
+
+
+class ScriptError(RuntimeError):
+    """What script mode cannot compile: names the construct, the file and the line."""
+
+
+class DryPathAbort(Exception):
+    """Raised inside a path recorded but not taken when the recording gives up: the rest
+    of that path must not run (it would run for real, with its effects)."""
+
+
+class Undefined:
+    """The value of a variable assigned on one path only (or only inside a loop body):
+    any use raises, as reading an unbound variable does in Python."""
+
+    __slots__ = ("name", "why")
+
+    def __init__(self, name: str, why: str):
+        self.name, self.why = name, why
+
+    def _fail(self, *args, **kwargs):
+        raise NameError(f"variable '{self.name}' is not defined here: {self.why}")
+
+    __bool__ = __call__ = __iter__ = __len__ = __getitem__ = __index__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _fail
+    __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = __lt__ = __le__ = __gt__ = _fail
+    __ge__ = __pow__ = __float__ = __int__ = _fail
+
+    def __getattr__(self, item):
+        self._fail()
+
+    def __repr__(self) -> str:
+        return f"<undefined {self.name}>"
+
+
+# ---- small pieces ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def suspended():
+    """Run eagerly for a while, recording nothing."""
+    rec = STATE.capture
+    STATE.capture = None
+    try:
+        yield rec
+    finally:
+        if rec is not None and not rec.aborted:
+            STATE.capture = rec
+
+
+def _alias(t: Tensor) -> Tensor:
+    """A new tensor object for the same value, keeping its autograd history: the name a
+    region's code knows a value by, distinct from every other name of it."""
+    with suspended():
+        return apply(OPS.expand, t, shape=t._data.shape)
+
+
+def _truth(x) -> bool:
+    if isinstance(x, Tensor):
+        with suspended():
+            return bool(x)
+    return bool(x)
+
+
+def _predicate(t: Tensor) -> Tensor:
+    """A condition tensor as a recorded bool[]: what `bool(t)` would decide."""
+    if t._data.size != 1:
+        _truth(t)  # raises eager's error
+    p = t.reshape(()) if t.ndim else t
+    return p if p.dtype.name == "bool" else p != 0
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, SymInt) or (isinstance(x, int) and not isinstance(x, bool))
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype.name == "bool" and
+                                   x._data.size == 1)
+
+
+def _describe(x) -> str:
+    if isinstance(x, Tensor):
+        return f"a tensor {x.dtype.short}{list(x._data.shape)}"
+    if isinstance(x, Undefined):
+        return "not defined"
+    return f"{type(x).__name__} {x!r}"
+
+
+def _same_python(a, b) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, SymInt) or isinstance(b, SymInt):
+        return isinstance(a, SymInt) and isinstance(b, SymInt) and a.source() == b.source()
+    if type(a) is not type(b) or isinstance(a, Tensor):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 — incomparable objects differ
+        return False
+
+
+def _copies(values) -> tuple:
+    """Each path gets its own containers: appending on one path must not show on the other."""
+    return tuple(type(v)(v) if type(v) in (list, dict) else v for v in values)
+
+
+def _bool_tensor(rec, x) -> Tensor:
+    return x if isinstance(x, Tensor) else rec.size_value(bool(x))
+
+
+def _align(rec, scopes: list, n_carried: int) -> list:
+    """The outer values a node passes to its regions (after its carried values): the
+    union of what each region captured; every region gets a block argument for each."""
+    operands: list = []
+    for scope in scopes:
+        for v in scope.outer:
+            if not any(v is o for o in operands):
+                operands.append(v)
+    for scope in scopes:
+        g = scope.graph
+        carried, captured = g.inputs[:n_carried], g.inputs[n_carried:]
+        by_outer = {id(o): inner for o, inner in zip(scope.outer, captured)}
+        g.inputs = carried + [by_outer.get(id(o)) or Value(o.dtype, o.shape, None, o.name)
+                              for o in operands]
+        g.input_kinds = ["arg"] * len(g.inputs)
+    return operands
+
+
+# ---- branches -------------------------------------------------------------------------------
+def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
+    """`if pred: <then> else: <else>` over the variables `names` the branches assign:
+    each function takes their current values and returns their new ones."""
+    rec = STATE.capture
+    if rec is None or not isinstance(pred, Tensor):
+        return tuple(then_fn(*values) if pred else else_fn(*values))
+    where = user_frame()
+    taken = 0 if _truth(pred) else 1
+    p = _predicate(pred)
+    fns = (then_fn, else_fn)
+    scopes, results = [None, None], [None, None]
+    for k in (taken, 1 - taken):
+        dry = k != taken
+        if dry and rec.aborted:
+            break
+        scope = scopes[k] = rec.open_scope("then" if k == 0 else "else")
+        rec.dry += dry
+        try:
+            results[k] = tuple(fns[k](*_copies(values)))
+        except Exception as err:
+            if not dry:
+                raise
+            if not rec.aborted:
+                rec.abort(f"the path not taken of the branch at {where} raised "
+                          f"{type(err).__name__}: {err} while it was recorded", final=False)
+        finally:
+            rec.dry -= dry
+            rec.close_scope(scope)
+    if rec.aborted:
+        return results[taken]
+    return _merge_branches(rec, p, scopes, results, taken, names, where)
+
+
+def _merge_branches(rec, p, scopes, results, taken, names, where):
+    then_out, else_out = results
+    if len(then_out) != len(else_out):
+        raise ScriptError(f"{where}: the two paths of a branch give different numbers of "
+                          f"results ({len(then_out)} and {len(else_out)})")
+    kinds = []
+    for k, (a, b) in enumerate(zip(then_out, else_out)):
+        name = names[k] if k < len(names) else f"result {k}"
+        if isinstance(a, Undefined) or isinstance(b, Undefined):
+            kinds.append("undefined")
+        elif isinstance(a, Tensor) and isinstance(b, Tensor):
+            kinds.append("tensor")
+        elif _same_python(a, b):
+            kinds.append("same")
+        elif _is_bool(a) and _is_bool(b):
+            kinds.append("bool")
+        elif _is_int(a) and _is_int(b):
+            kinds.append("size")
+        else:
+            raise ScriptError(
+                f"{where}: variable '{name}' is {_describe(a)} when the branch is taken and "
+                f"{_describe(b)} when it is not; a branch on a tensor must give each "
+                "variable the same kind of value on both paths (tensors of one type, ints, "
+                "or bools)")
+    yields = [[], []]
+    for side in (0, 1):
+        rec.scopes.append(scopes[side])
+        sizes = []
+        for kind, x in zip(kinds, results[side]):
+            if kind in ("tensor", "bool"):
+                t = _bool_tensor(rec, x) if kind == "bool" else x
+                yields[side].append(rec.local(rec.value_of(t)))
+            elif kind == "size":
+                sizes.append(x)
+        scopes[side].graph.outputs = yields[side]
+        scopes[side].graph.size_outputs = sizes
+        rec.scopes.pop()
+    for k, (a, b) in enumerate(zip(*yields)):
+        if not unify(a, b):
+            name = [n for n, kd in zip(names, kinds) if kd in ("tensor", "bool")]
+            raise ScriptError(
+                f"{where}: variable '{name[k] if k < len(name) else k}' has type "
+                f"{_type(a)} on one path of the branch and {_type(b)} on the other; both "
+                "paths must give it the same type")
+    operands = _align(rec, scopes, 0)
+    size_syms = [rec.new_symbol(int(hint_of(x)))
+                 for kind, x in zip(kinds, results[taken]) if kind == "size"]
+    node = rec._add(IF, [rec.value_of(p)] + operands, {"sizes": [s.source() for s in size_syms]},
+                    [(v.dtype, v.shape) for v in yields[0]], where,
+                    regions=[scopes[0].graph, scopes[1].graph])
+    outs, values, sizes = iter(node.outputs), [], iter(size_syms)
+    for kind, x in zip(kinds, results[taken]):
+        if kind in ("tensor", "bool"):
+            t = _alias(x) if isinstance(x, Tensor) else Tensor._make(np.array(bool(x)))
+            rec.bind(t, next(outs))
+            values.append(t)
+        elif kind == "size":
+            values.append(next(sizes))
+        elif kind == "same":
+            values.append(x)
+        else:
+            values.append(Undefined("?", "it is assigned on one path of a branch only"))
+    for k, kind in enumerate(kinds):
+        if kind == "undefined" and k < len(names):
+            values[k] = Undefined(names[k], f"it is assigned on one path of the branch at "
+                                            f"{where} only")
+    return tuple(values)
+
+
+def unify(a: Value, b: Value) -> bool:
+    """Whether two paths give a value one type. Input sizes that are equal in this call
+    but written differently (`T` and `N`) are guarded equal, as a trace guards any
+    decision on sizes; sizes from data must match as written."""
+    from ..ir.symbolic import is_dynamic
+
+    if a.dtype is not b.dtype or len(a.shape) != len(b.shape):
+        return False
+    if same_type(a, b):
+        return True
+    for x, y in zip(a.shape, b.shape):
+        if isinstance(x, SymInt) and isinstance(y, SymInt) and x.source() == y.source():
+            continue
+        if is_dynamic(x) or is_dynamic(y) or hint_of(x) != hint_of(y):
+            return False
+        if isinstance(x, SymInt):
+            assert x == y  # records the guard
+        else:
+            assert y == x
+    return True
+
+
+def _type(v: Value) -> str:
+    from ..ir.printer import format_type
+
+    return format_type(v, {})
+
+
+# ---- loops ----------------------------------------------------------------------------------
+def while_(cond_fn, body_fn, values: tuple = (), names: tuple = ()):
+    """`while cond: body` over the variables the body assigns."""
+    values = tuple(values)
+    while True:
+        rec = STATE.capture
+        go = cond_fn(*values)
+        if rec is not None and isinstance(go, Tensor):
+            return _loop(rec, values, names, cond_fn, body_fn, None)
+        if not go:
+            return values
+        values = tuple(body_fn(*values))
+
+
+def for_range(start, stop, step, body_fn, cond_fn=None, values: tuple = (), names: tuple = ()):
+    """`for i in range(start, stop, step): body` (cond_fn: a `break` flag's test before
+    each iteration). Bounds that are sizes make a loop node: new lengths never recompile."""
+    rec = STATE.capture
+    if rec is not None and any(isinstance(b, SymInt) for b in (start, stop, step)):
+        return _loop(rec, tuple(values), names, cond_fn, body_fn, (start, stop, step))
+    return _python_loop(range(start, stop, step), cond_fn, body_fn, tuple(values), names)
+
+
+def for_each(iterable, body_fn, cond_fn=None, values: tuple = (), names: tuple = ()):
+    """`for x in iterable: body`. Over a tensor whose first size is symbolic, a loop node
+    over its rows; over anything else (lists, tuples, module containers) the loop is
+    unrolled as Python runs it."""
+    rec = STATE.capture
+    if rec is not None and isinstance(iterable, Tensor):
+        if iterable.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        n = iterable.shape[0]
+        if isinstance(n, SymInt):
+            return _loop(rec, tuple(values), names, cond_fn,
+                         lambda i, *v: body_fn(iterable[i], *v), (0, n, 1))
+    return _python_loop(iterable, cond_fn, body_fn, tuple(values), names)
+
+
+def _python_loop(items, cond_fn, body_fn, values: tuple, names):
+    for item in items:
+        if cond_fn is not None:
+            go = cond_fn(*values)
+            if STATE.capture is not None and isinstance(go, Tensor):
+                # a break decided by a tensor: the rest of the unrolled loop is a branch
+                values = if_(go, lambda *v, item=item: body_fn(item, *v), lambda *v: v,
+                             values, names)
+                continue
+            if not go:
+                break
+        values = tuple(body_fn(item, *values))
+    return values
+
+
+def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
+    """Record a loop node: the condition and the body once each, over block arguments for
+    the carried variables; then finish the loop eagerly so the call keeps eager's values."""
+    where = user_frame()
+    names = tuple(names) + tuple(f"carried {k}" for k in range(len(names), len(values)))
+    values = list(values)
+    kinds = []
+    for k, v in enumerate(values):
+        if isinstance(v, bool):
+            values[k] = rec.size_value(v)
+            kinds.append("tensor")
+        elif isinstance(v, Tensor):
+            kinds.append("tensor")
+        elif _is_int(v):
+            kinds.append("size")
+        elif isinstance(v, Undefined):
+            kinds.append("local")
+        else:
+            kinds.append("same")
+    carried = [values[k] for k, kind in enumerate(kinds) if kind == "tensor"]
+    carried_values = [rec.value_of(t) for t in carried]
+    size_syms = {k: rec.new_symbol(int(hint_of(values[k])))
+                 for k, kind in enumerate(kinds) if kind == "size"}
+    steps = range(*(int(hint_of(b)) for b in bounds)) if bounds else None
+    index = rec.new_symbol(steps[0] if len(steps) else int(hint_of(bounds[0]))) \
+        if bounds else None
+
+    def entry(scope):
+        """The values the region's code starts from: block arguments and size symbols."""
+        vals = list(values)
+        for k, kind in enumerate(kinds):
+            if kind == "tensor":
+                arg = rec.block_arg(scope, values[k].dtype, rec.value_of(values[k]).shape,
+                                    names[k])
+                vals[k] = _alias(values[k])
+                rec.bind(vals[k], arg)
+            elif kind == "size":
+                vals[k] = size_syms[k]
+        return vals
+
+    regions, go = [], True
+    if bounds is not None and not len(steps):
+        go = False
+    has_cond = cond_fn is not None
+    if has_cond:
+        scope = rec.open_scope("cond")
+        try:
+            c = cond_fn(*entry(scope))
+            if go:
+                go = _truth(c)
+            scope.graph.outputs = [rec.local(rec.value_of(
+                _predicate(c) if isinstance(c, Tensor) else rec.size_value(bool(c))))]
+        finally:
+            rec.close_scope(scope)
+        regions.append(scope)
+    scope = rec.open_scope("body")
+    rec.dry += not go
+    out = None
+    try:
+        vals = entry(scope)
+        out = tuple(body_fn(index, *vals) if bounds else body_fn(*vals))
+        _body_yields(rec, scope, kinds, values, out, names, where)
+    except Exception as err:
+        if go or isinstance(err, ScriptError):
+            raise
+        if not rec.aborted:
+            rec.abort(f"the body of the loop at {where}, recorded without running (no "
+                      f"iteration in this call), raised {type(err).__name__}: {err}",
+                      final=False)
+    finally:
+        rec.dry -= not go
+        rec.close_scope(scope)
+    regions.append(scope)
+    if rec.aborted:  # the first iteration ran for real (if it ran): finish eagerly
+        return _finish_eagerly(out if go else values, kinds, cond_fn, body_fn, bounds,
+                               steps, 1 if go else None)
+    operands = _align(rec, regions, len(carried))
+    attrs = {"index": index.source() if index is not None else None,
+             "start": bounds[0] if bounds else None, "stop": bounds[1] if bounds else None,
+             "step": bounds[2] if bounds else None, "n_carried": len(carried),
+             "carried_sizes": [size_syms[k].source() for k in sorted(size_syms)],
+             "sizes_init": [values[k] for k in sorted(size_syms)], "has_cond": has_cond}
+    node = rec._add(LOOP, carried_values + operands, attrs,
+                    [(v.dtype, v.shape) for v in carried_values], where,
+                    regions=[s.graph for s in regions])
+    final = _finish_eagerly(out, kinds, cond_fn, body_fn, bounds, steps, 1) if go else \
+        list(values)
+    results, outs = [], iter(node.outputs)
+    for k, kind in enumerate(kinds):
+        if kind == "tensor":
+            t = _alias(final[k])
+            rec.bind(t, next(outs))
+            results.append(t)
+        elif kind == "size":
+            results.append(SymInt.symbol(size_syms[k].source(), int(hint_of(final[k])), rec))
+        elif kind == "local":
+            results.append(Undefined(names[k], f"it is assigned inside the loop at {where} "
+                                               "but not before it; script mode carries only "
+                                               "variables defined before a loop"))
+        else:
+            results.append(values[k])
+    return tuple(results)
+
+
+def _body_yields(rec, scope, kinds, values, out, names, where) -> None:
+    yields, sizes = [], []
+    for k, (kind, x) in enumerate(zip(kinds, out)):
+        if kind == "tensor":
+            if isinstance(x, bool):
+                x = rec.size_value(x)
+            if not isinstance(x, Tensor):
+                raise ScriptError(f"{where}: variable '{names[k]}' is a tensor before the "
+                                  f"loop and {_describe(x)} after its body")
+            v = rec.local(rec.value_of(x))
+            start = scope.graph.inputs[len(yields)]
+            if not unify(v, start):
+                raise ScriptError(
+                    f"{where}: variable '{names[k]}' changes type in the loop, from "
+                    f"{_type(start)} to {_type(v)}; a loop must keep the types of the "
+                    "variables it carries")
+            yields.append(v)
+        elif kind == "size":
+            if not _is_int(x):
+                raise ScriptError(f"{where}: variable '{names[k]}' is an int before the loop "
+                                  f"and {_describe(x)} after its body")
+            sizes.append(x)
+        elif kind == "same" and not _same_python(x, values[k]):
+            raise ScriptError(
+                f"{where}: variable '{names[k]}' changes in the loop from "
+                f"{_describe(values[k])} to {_describe(x)}; a loop recorded once for all "
+                "its iterations carries tensors, ints and bools only")
+    scope.graph.outputs = yields
+    scope.graph.size_outputs = sizes
+
+
+def _finish_eagerly(values, kinds, cond_fn, body_fn, bounds, steps, done):
+    """The iterations after the first (`done` ran already), eagerly: eager's values."""
+    values = [hint_of(v) if kind == "size" else v for v, kind in zip(values, kinds)]
+    if done is None:
+        return values
+    with suspended():
+        rest = iter(steps[done:]) if bounds else None
+        while True:
+            if bounds:
+                i = next(rest, None)
+                if i is None:
+                    break
+            if cond_fn is not None and not _truth(cond_fn(*values)):
+                break
+            values = list(body_fn(i, *values) if bounds else body_fn(*values))
+    return values
+
+
+# ---- the functional forms ---------------------------------------------------------------------
+def cond(pred, true_fn, false_fn, *operands):
+    """`true_fn(*operands)` if pred else `false_fn(*operands)`; traced or scripted, both
+    branches are recorded and the choice is made when the program runs.
+
+    >>> y = tj.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, x)
+    """
+    tupled = []
+
+    def wrap(fn):
+        def run():
+            out = fn(*operands)
+            tupled.append(isinstance(out, tuple))
+            return out if isinstance(out, tuple) else (out,)
+        return run
+
+    out = if_(pred, wrap(true_fn), wrap(false_fn), (), ())
+    return out if tupled and tupled[0] else out[0]
+
+
+def while_loop(cond_fn, body_fn, carried):
+    """`while cond_fn(*carried): carried = body_fn(*carried)`, returning the final values
+    (a tuple, as PyTorch's `while_loop`). Traced or scripted, one loop node serves every
+    trip count.
+
+    >>> i, x = tj.while_loop(lambda i, x: x.sum() < 100, lambda i, x: (i + 1, x * 2),
+    ...                      (tj.tensor(0), x))
+    """
+    single = not isinstance(carried, (tuple, list))
+    values = (carried,) if single else tuple(carried)
+
+    def body(*v):
+        out = body_fn(*v)
+        return (out,) if not isinstance(out, (tuple, list)) else tuple(out)
+
+    out = while_(cond_fn, body, values, tuple(f"c{k}" for k in range(len(values))))
+    return out[0] if single else tuple(out)
