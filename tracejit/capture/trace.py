@@ -222,6 +222,7 @@ class Trace:
 
 
 _UNSET = object()
+LAZY = object()  # no example inputs: the first call records the first trace
 
 
 def _program_for(graph, backend: str, bindings: list):
@@ -274,6 +275,8 @@ class TracedFunction:
         self._last: Trace | None = None
         self._lock = threading.RLock()  # tracing and lazy compiles; calls run concurrently
         self._flat_specs: dict = {}
+        if example_inputs is LAZY:  # script mode: compiled at the first call
+            return
         if not isinstance(example_inputs, tuple):
             example_inputs = (example_inputs,)
         self._trace_call(example_inputs, {}, reason="example inputs")
@@ -336,7 +339,7 @@ class TracedFunction:
             else:
                 inputs = tensors + [store[key] for store, key in tr.param_refs] + tr.captured
                 miss = tr.guards.first_failure(inputs + others)
-        miss = miss or Guard("no trace")
+        miss = miss or Guard("first call" if not self.traces else "no trace")
         self._miss_counts[(miss.what, miss.where)] += 1
         log("guards", f"{self.name}: guard failed: {miss}")
         if self._aborted or len(self.traces) >= self.budget:
@@ -452,7 +455,7 @@ class TracedFunction:
             tr._program = _program_for(tr.graph, tr.backend, tr.bindings)
         if tr._program is not None:
             parts.append(f"# host program of {self.name}\n{tr._program.source}")
-        for node in self.graph.nodes:
+        for node in self.graph.walk():
             if node.op == "fused":
                 gen = generate_row if node.attrs["kind"] == "row" else generate
                 try:
@@ -464,7 +467,9 @@ class TracedFunction:
     @property
     def graph(self):
         if not self.traces:
-            raise RuntimeError(f"{self.name} has no trace ({self._aborted})")
+            why = self._aborted or "it has not been called yet: a scripted function is " \
+                "compiled at its first call, for the types of its arguments"
+            raise RuntimeError(f"{self.name} has no graph ({why})")
         return self.traces[0].graph
 
     def graph_for(self, *args, **kwargs):

@@ -103,6 +103,14 @@ class Graph:
                     out.append((i, d, sym))
         return out
 
+    def walk(self):
+        """Every node, and the nodes of every branch and loop region, in order."""
+        for node in self.nodes:
+            yield node
+            if node.op in CONTROL:
+                for region in node.regions:
+                    yield from region.walk()
+
     def has_control_flow(self) -> bool:
         return any(n.op in CONTROL for n in self.nodes)
 

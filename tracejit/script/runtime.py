@@ -1,0 +1,185 @@
+"""What converted (`@tj.script`) code calls: the branch and loop helpers, Python's
+boolean operators on conditions, asserts and raises, and calls (which convert the
+functions, methods and modules they reach, so their control flow is kept too)."""
+from __future__ import annotations
+
+import builtins
+import weakref
+
+from ..autograd.grad_mode import STATE
+from ..ir.graph import RAISE
+from ..tensor.dispatch import user_frame
+from ..tensor.tensor import Tensor
+from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_range, if_,
+                           while_)
+
+__all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
+           "assert_", "raise_", "call"]
+
+
+def _capturing() -> bool:
+    return STATE.capture is not None
+
+
+def ld(thunk, name: str):
+    """The variable's value, or an Undefined if it is not assigned yet."""
+    try:
+        return thunk()
+    except NameError:
+        return Undefined(name, "it is not assigned before this point")
+
+
+def range_(body_fn, cond_fn, values, names, range_obj, *args):
+    if range_obj is not builtins.range:  # a name `range` of the user's: just iterate it
+        return for_each(range_obj(*args), body_fn, cond_fn, values, names)
+    args = [_as_size(a) for a in args]
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (
+        (args[0], args[1], 1) if len(args) == 2 else tuple(args))
+    return for_range(start, stop, step, body_fn, cond_fn, values, names)
+
+
+def _as_size(x):
+    if isinstance(x, Tensor) and STATE.capture is not None:
+        return STATE.capture.read(x, "int")
+    return x
+
+
+def not_(x):
+    if isinstance(x, Tensor) and _capturing():
+        from ..tensor.functional import logical_not
+
+        return logical_not(_predicate(x))
+    return not x
+
+
+def and_(*thunks):
+    value = thunks[0]()
+    for th in thunks[1:]:
+        if isinstance(value, Tensor) and _capturing():
+            other = th()
+            if not isinstance(other, Tensor):
+                if not other:
+                    return other
+                continue
+            from ..tensor.functional import logical_and
+
+            value = logical_and(_predicate(value), _predicate(other))
+            continue
+        if not value:
+            return value
+        value = th()
+    return value
+
+
+def or_(*thunks):
+    value = thunks[0]()
+    for th in thunks[1:]:
+        if isinstance(value, Tensor) and _capturing():
+            other = th()
+            if not isinstance(other, Tensor):
+                if other:
+                    return other
+                continue
+            from ..tensor.functional import logical_or
+
+            value = logical_or(_predicate(value), _predicate(other))
+            continue
+        if value:
+            return value
+        value = th()
+    return value
+
+
+def ifexp(test, then_thunk, else_thunk):
+    if isinstance(test, Tensor) and _capturing():
+        return if_(test, lambda: (then_thunk(),), lambda: (else_thunk(),))[0]
+    return then_thunk() if test else else_thunk()
+
+
+def raise_(exc):
+    """`raise exc`. On a path recorded but not taken it becomes a `raise` node, raised
+    when a later call takes that path."""
+    if isinstance(exc, type):
+        exc = exc()
+    rec = STATE.capture
+    if rec is not None and rec.dry:
+        rec._add(RAISE, [], {"exc": exc}, [], user_frame())
+        return
+    raise exc
+
+
+def assert_(test, msg_thunk):
+    if isinstance(test, Tensor) and _capturing():
+        def fail():
+            raise_(AssertionError(msg_thunk()) if msg_thunk else AssertionError())
+            return ()
+        if_(not_(test), fail, lambda: ())
+        return
+    if not test:
+        raise AssertionError(msg_thunk()) if msg_thunk else AssertionError()
+
+
+# ---- calls ---------------------------------------------------------------------------------------
+_CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LIBRARY = "tracejit."
+_LIBRARY_CONVERTED = ("tracejit.nn",)  # library code kept in the subset (layers, functional)
+
+
+def converted(fn):
+    """The converted twin of a Python function, or None to call it as it is (builtins,
+    tracejit's own runtime, functions without source)."""
+    import types
+
+    if not isinstance(fn, types.FunctionType):
+        return None
+    hit = _CONVERTED.get(fn, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    module = fn.__module__ or ""
+    library = module.startswith(_LIBRARY) or module == "tracejit"
+    if library and not module.startswith(_LIBRARY_CONVERTED):
+        result = None
+    elif fn.__name__ == "<lambda>":
+        result = None
+    else:
+        from .frontend import convert
+
+        try:
+            result = convert(fn)
+        except ScriptError:
+            if not library:
+                raise
+            result = None  # library code outside the subset runs as traced code
+    _CONVERTED[fn] = result
+    return result
+
+
+_MISSING = object()
+
+
+def call(f, *args, **kwargs):
+    rec = STATE.capture
+    if rec is None or not rec.script:
+        return f(*args, **kwargs)
+    if f is builtins.len and len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0].shape[0]  # a size, not a guarded int
+    if f is builtins.int and len(args) == 1 and isinstance(args[0], Tensor):
+        return rec.read(args[0], "int")
+    target = _target(f)
+    return (target or f)(*args, **kwargs)
+
+
+def _target(f):
+    import types
+
+    from ..nn.module import Module
+
+    if isinstance(f, types.FunctionType):
+        return converted(f)
+    if isinstance(f, types.MethodType):
+        fn = converted(f.__func__)
+        return fn.__get__(f.__self__) if fn is not None else None
+    if isinstance(f, Module):
+        fn = converted(type(f).forward)
+        return fn.__get__(f) if fn is not None else None
+    return None
