@@ -12,37 +12,13 @@ import pytest
 import tracejit as tj
 from tracejit import nn
 from tracejit.nn import functional as F
-from tracejit.testing.differential import compare, outcome
+from tracejit.testing.differential import Call, clone, compare, outcome
 
 
 @pytest.fixture(autouse=True, params=["interpret", "numba"])
 def backend(request, monkeypatch):
     monkeypatch.setenv("TRACEJIT_BACKEND", request.param)
     return request.param
-
-
-def clone(obj, memo=None):
-    """Fresh tensors with the same values, layout, requires_grad and sharing structure."""
-    memo = {} if memo is None else memo
-    if isinstance(obj, tj.Tensor):
-        if id(obj) not in memo:
-            data = obj.detach().numpy().copy(order="K")
-            memo[id(obj)] = tj.from_numpy(data).requires_grad_(obj.requires_grad)
-        return memo[id(obj)]
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(clone(v, memo) for v in obj)
-    if isinstance(obj, dict):
-        return {k: clone(v, memo) for k, v in obj.items()}
-    return obj
-
-
-class Call:
-    def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
-
-    def fresh(self):
-        memo = {}
-        return clone(self.args, memo), clone(self.kwargs, memo)
 
 
 def agree(fn, example: Call, *calls: Call, create_graph=False, traced=None):

@@ -64,6 +64,7 @@ class Recorder:
         self.script = 0                        # > 0 while converted (@script) code runs
         self.dry = 0                           # > 0 while recording a path not taken
         self.n_data_symbols = 0
+        self.passthrough: dict = {}            # id(alias) -> the tensor a path passed on
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
         self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
@@ -378,8 +379,18 @@ class Recorder:
         self.scope_of[v] = scope
         return v
 
-    def bind(self, t: Tensor, v: Value) -> None:
+    def bind(self, t: Tensor, v: Value, passed=None) -> None:
+        """Bind a branch's or loop's result `t` to the node output `v`; `passed`: the
+        tensor object this call's path handed on unchanged (an input, say), which the
+        recording call returns in its place, as eager does."""
         self._bind(t, v)
+        if passed is not None:
+            self.passthrough[id(t)] = passed
+
+    def passthrough_of(self, t: Tensor) -> Tensor:
+        while id(t) in self.passthrough:
+            t = self.passthrough[id(t)]
+        return t
 
     def _node(self, op, inputs: list, attrs: dict) -> Value:
         """Append `op(inputs)`; inputs are Values or scalars. Returns the output Value."""

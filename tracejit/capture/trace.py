@@ -439,6 +439,10 @@ class TracedFunction:
         self.events.append(event)
         log("recompiles", f"{self.name}: {event}")
         log("graph", "\n" + rec.graph.format(sources=True))
+        if rec.passthrough:  # script mode: eager returned an input itself on this path
+            result = unflatten(out_spec, [rec.passthrough_of(t) for t in out_tensors],
+                               hint_of(out_others) if any(has_sym(v) for v in out_others)
+                               else out_others, rec.inputs)
         return result
 
     # ---- introspection ------------------------------------------------------------------

@@ -180,10 +180,10 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
             rec.close_scope(scope)
     if rec.aborted:
         return results[taken]
-    return _merge_branches(rec, p, scopes, results, taken, names, where)
+    return _merge_branches(rec, p, scopes, results, taken, names, where, values)
 
 
-def _merge_branches(rec, p, scopes, results, taken, names, where):
+def _merge_branches(rec, p, scopes, results, taken, names, where, before):
     then_out, else_out = results
     if len(then_out) != len(else_out):
         raise ScriptError(f"{where}: the two paths of a branch give different numbers of "
@@ -234,10 +234,11 @@ def _merge_branches(rec, p, scopes, results, taken, names, where):
                     [(v.dtype, v.shape) for v in yields[0]], where,
                     regions=[scopes[0].graph, scopes[1].graph])
     outs, values, sizes = iter(node.outputs), [], iter(size_syms)
-    for kind, x in zip(kinds, results[taken]):
+    for k, (kind, x) in enumerate(zip(kinds, results[taken])):
         if kind in ("tensor", "bool"):
             t = _alias(x) if isinstance(x, Tensor) else Tensor._make(np.array(bool(x)))
-            rec.bind(t, next(outs))
+            rec.bind(t, next(outs), x if k < len(before) and isinstance(x, Tensor) and
+                     rec.passthrough_of(x) is rec.passthrough_of(before[k]) else None)
             values.append(t)
         elif kind == "size":
             values.append(next(sizes))
@@ -368,7 +369,7 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
                 arg = rec.block_arg(scope, values[k].dtype, rec.value_of(values[k]).shape,
                                     names[k])
                 vals[k] = _alias(values[k])
-                rec.bind(vals[k], arg)
+                rec.bind(vals[k], arg, values[k])
             elif kind == "size":
                 vals[k] = size_syms[k]
         return vals
@@ -423,8 +424,10 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
     results, outs = [], iter(node.outputs)
     for k, kind in enumerate(kinds):
         if kind == "tensor":
-            t = _alias(final[k])
-            rec.bind(t, next(outs))
+            t = _alias(final[k]) if isinstance(final[k], Tensor) else Tensor._make(
+                np.array(final[k]))  # a bool flag the eager iterations set
+            rec.bind(t, next(outs), final[k] if isinstance(final[k], Tensor) and
+                     rec.passthrough_of(final[k]) is rec.passthrough_of(values[k]) else None)
             results.append(t)
         elif kind == "size":
             results.append(SymInt.symbol(size_syms[k].source(), int(hint_of(final[k])), rec))

@@ -224,8 +224,9 @@ class _Lowering:
                 out.append(s)
                 return out
             if isinstance(s, ast.If):
+                exits = _may_exit([s])  # before _if rewrites its exits
                 out += self._if(s, rest, loop)
-                if _may_exit([s]):
+                if exits:
                     return out
                 continue
             if isinstance(s, (ast.For, ast.While)):

@@ -198,3 +198,31 @@ def rounding_explains(expected: Outcome, got: Outcome, reference: Outcome) -> bo
         if not np.array_equal(np.isnan(e64[~finite]), np.isnan(g64[~finite])):
             return False
     return True
+
+
+def clone(obj, memo=None):
+    """Fresh tensors with the same values, layout, requires_grad and sharing structure."""
+    from ..tensor.creation import from_numpy
+
+    memo = {} if memo is None else memo
+    if isinstance(obj, Tensor):
+        if id(obj) not in memo:
+            data = obj.detach().numpy().copy(order="K")
+            memo[id(obj)] = from_numpy(data).requires_grad_(obj.requires_grad)
+        return memo[id(obj)]
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(clone(v, memo) for v in obj)
+    if isinstance(obj, dict):
+        return {k: clone(v, memo) for k, v in obj.items()}
+    return obj
+
+
+class Call:
+    """One call's arguments, handed out as fresh copies for each run."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def fresh(self):
+        memo = {}
+        return clone(self.args, memo), clone(self.kwargs, memo)

@@ -19,6 +19,8 @@ def _has_effect(node) -> bool:
     if node.op in (GUARD, RAISE, BIND):  # a bound size may be read by any later node
         return True
     if node.op in CONTROL:
+        if node.attrs.get("sizes") or node.attrs.get("carried_sizes"):
+            return True  # it binds sizes later nodes may read
         return any(_has_effect(n) for r in node.regions for n in r.nodes)
     op = OPS[node.op] if node.op in OPS else None
     if op is None or not (op.kind == RANDOM or op.checks_indices):

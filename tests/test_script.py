@@ -1,0 +1,291 @@
+"""Script mode: each construct of the subset, scripted and called with inputs that take
+other paths and lengths than the first call, against eager (values, gradients, errors)
+on both backends, with one compile for all of them."""
+from __future__ import annotations
+
+import pytest
+
+import tracejit as tj
+from tracejit.testing.differential import Call, compare, outcome
+
+
+@pytest.fixture(autouse=True, params=["interpret", "numba"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BACKEND", request.param)
+    return request.param
+
+
+def agree(fn, *calls: Call, compiles: int = 1, scripted=None, create_graph=False):
+    """Script fn, check every call against eager and that one graph served them all."""
+    sf = scripted or tj.script(fn)
+    for call in calls:
+        expected = outcome(fn, *call.fresh(), create_graph=create_graph)
+        got = outcome(sf, *call.fresh(), create_graph=create_graph)
+        diff = compare(expected, got)
+        assert diff is None, f"{call.args}: {diff}"
+    assert sf.stats["compiles"] == compiles, sf.explain()
+    assert sf.stats["eager_fallbacks"] == 0, sf.explain()
+    return sf
+
+
+def rg(t):
+    return t.requires_grad_()
+
+
+def signs(n, *values):
+    return [Call(rg(tj.tensor([float(v)] * n))) for v in values]
+
+
+# ---- if / elif / else ------------------------------------------------------------------------
+def branch(x):
+    if x.sum() > 0:
+        y = x.tanh() * 2
+    else:
+        y = (x * x).exp()
+    return y + 1
+
+
+def elif_chain(x):
+    m = x.mean()
+    if m > 1:
+        y = x * 3
+    elif m > -1:
+        y = x.sin()
+    else:
+        y = -x
+    return y
+
+
+def early_return(x):
+    if x.sum() > 0:
+        return x * 2
+    y = x - 1
+    return y.exp()
+
+
+def return_in_both(x):
+    if x.max() > 2:
+        return x.relu()
+    else:
+        return x.sigmoid()
+
+
+def nested_branches(x):
+    if x.sum() > 0:
+        if x.max() > 3:
+            y = x * 0.5
+        else:
+            y = x * 2
+    else:
+        y = x.abs()
+    return y.sum()
+
+
+@pytest.mark.parametrize("fn", [branch, elif_chain, early_return, return_in_both,
+                                nested_branches])
+def test_branches_on_tensor_values(fn):
+    sf = agree(fn, *signs(3, 1, -1, 4, -4, 0.5, 0))
+    assert "if(" in str(sf.graph)
+
+
+def python_branch(x, scale: float, flag: bool):
+    if flag:
+        return x * scale
+    return x - scale
+
+
+def test_a_condition_known_when_compiled_folds_away():
+    sf = agree(python_branch, Call(rg(tj.ones(3)), 2.0, True), Call(rg(tj.ones(5)), 2.0, True))
+    assert "if(" not in str(sf.graph)
+    agree(python_branch, Call(rg(tj.ones(3)), 2.0, False), scripted=sf, compiles=2)
+
+
+def optional_bias(x, b=None):
+    if b is not None:
+        x = x + b
+    return x * 2
+
+
+def test_none_checks_on_optional_values():
+    sf = agree(optional_bias, Call(rg(tj.ones(3)), rg(tj.ones(3))),
+               Call(rg(tj.ones(4)), rg(tj.ones(4))))
+    agree(optional_bias, Call(rg(tj.ones(3))), scripted=sf, compiles=2)
+
+
+def my_model(x, w1, w2):
+    """The seeds' MyModel: a branch on the data."""
+    h = x @ w1
+    if h.mean() > 0:
+        out = (h @ w2).relu()
+    else:
+        out = h @ w2 * -1
+    return out.sum()
+
+
+def test_the_data_dependent_model_on_both_paths_with_gradients():
+    w1, w2 = rg(tj.randn(4, 8)), rg(tj.randn(8, 2))
+    calls = [Call(rg(tj.randn(n, 4) + shift), w1, w2) for n, shift in
+             [(3, 2.0), (5, -2.0), (2, 2.0), (7, -2.0)]]
+    agree(my_model, *calls)
+
+
+def test_gradients_through_a_branch_under_create_graph():
+    agree(branch, *signs(3, 1, -1, 2), create_graph=True)
+
+
+# ---- loops ------------------------------------------------------------------------------------
+def while_norm(x):
+    while x.norm() < 10:
+        x = x * 1.5
+    return x
+
+
+def for_range_size(x):
+    h = x[0]
+    for t in range(1, x.shape[0]):
+        h = (h + x[t]).tanh()
+    return h
+
+
+def for_range_int(x, n: int):
+    for i in range(n):
+        x = x * 0.9 + i
+    return x
+
+
+def for_rows(x):
+    total = x[0] * 0
+    for row in x:
+        total = total + row.exp()
+    return total
+
+
+def for_list(xs: list):
+    total = xs[0] * 0
+    for x in xs:
+        total = total + x.sin()
+    return total
+
+
+def loop_with_branch(x):
+    s = x[0] * 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            s = s + x[i]
+        else:
+            s = s - x[i] * 0.5
+    return s
+
+
+def while_counter(x):
+    n = 0
+    while x.sum() < 20:
+        x = x + 1
+        n += 1
+    return x, n
+
+
+def test_while_on_a_tensor_condition():
+    sf = agree(while_norm, *[Call(rg(tj.ones(3) * s)) for s in (0.1, 1.0, 20.0, 3.0)])
+    assert "loop(" in str(sf.graph)
+
+
+def test_for_over_a_size_compiles_once_for_all_lengths():
+    sf = agree(for_range_size, *[Call(rg(tj.randn(n, 4))) for n in (3, 1, 7, 12)])
+    assert "loop(" in str(sf.graph)
+
+
+def test_for_over_an_int_argument_compiles_once_for_all_counts():
+    agree(for_range_int, *[Call(rg(tj.randn(3)), n) for n in (2, 0, 5, 9)])
+
+
+def test_for_over_a_tensors_rows_and_over_a_list():
+    agree(for_rows, *[Call(rg(tj.randn(n, 2))) for n in (2, 5, 3)])
+    sf = agree(for_list, Call([rg(tj.randn(2)), rg(tj.randn(2))]),
+               Call([rg(tj.randn(3)), rg(tj.randn(3))]))
+    assert "loop(" not in str(sf.graph)  # a list's length is fixed: unrolled
+
+
+def test_a_branch_inside_a_loop():
+    agree(loop_with_branch, *[Call(rg(tj.randn(n))) for n in (4, 9, 1, 6)])
+
+
+def test_an_int_counted_in_a_loop_is_returned_as_eager_counts_it():
+    agree(while_counter, *[Call(rg(tj.ones(2) * s)) for s in (1.0, 15.0, 0.0, 30.0)])
+
+
+# ---- break / continue ---------------------------------------------------------------------------
+def break_on_value(x):
+    for i in range(x.shape[0]):
+        if x[i] > 0.5:
+            break
+        x = x * 1.1
+    return x
+
+
+def continue_on_value(x):
+    s = x[0] * 0
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            continue
+        s = s + x[i] * x[i]
+    return s
+
+
+def break_in_while(x):
+    steps = 0
+    while x.sum() < 100:
+        x = x * 2
+        steps += 1
+        if x.max() > 30:
+            break
+    return x, steps
+
+
+def test_break_and_continue_decided_by_tensors():
+    agree(break_on_value, *[Call(rg(tj.rand(n))) for n in (6, 3, 10, 2)])
+    agree(continue_on_value, *[Call(rg(tj.randn(n))) for n in (5, 8, 2)])
+    agree(break_in_while, *[Call(rg(tj.tensor(v))) for v in
+                            ([1.0, 1.0], [0.1, 9.0], [60.0, 60.0], [2.0, 3.0])])
+
+
+# ---- sizes from data ----------------------------------------------------------------------------
+def padded_sums(x, lengths):
+    total = x[0, 0] * 0
+    for i in range(x.shape[0]):
+        n = int(lengths[i])
+        total = total + x[i, :n].sum()
+    return total
+
+
+def item_bound(x, n):
+    for i in range(n.item()):
+        x = x * 2
+    return x
+
+
+def test_slices_with_bounds_from_data_compile_once():
+    agree(padded_sums, Call(rg(tj.randn(4, 7)), tj.tensor([1, 3, 7, 5])),
+          Call(rg(tj.randn(3, 6)), tj.tensor([6, 2, 1])),
+          Call(rg(tj.randn(2, 9)), tj.tensor([9, 4])))
+
+
+def test_a_loop_bound_from_item_is_data_of_the_program():
+    agree(item_bound, *[Call(rg(tj.randn(2)), tj.tensor(k)) for k in (1, 3, 0, 5)])
+
+
+# ---- assert and raise ------------------------------------------------------------------------------
+def asserting(x):
+    assert x.sum() > 0, "needs a positive sum"
+    return x * 2
+
+
+def raising(x):
+    if x.min() < 0:
+        raise ValueError("negative input")
+    return x.sqrt()
+
+
+def test_assert_and_raise_raise_at_run_time_on_the_path_that_reaches_them():
+    agree(asserting, *signs(3, 1, -1, 2))
+    agree(raising, *signs(3, 1, 4, -1, 2))
