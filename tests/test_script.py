@@ -289,3 +289,33 @@ def raising(x):
 def test_assert_and_raise_raise_at_run_time_on_the_path_that_reaches_them():
     agree(asserting, *signs(3, 1, -1, 2))
     agree(raising, *signs(3, 1, 4, -1, 2))
+
+
+# ---- in-place updates inside branches and loops -------------------------------------------------
+def fill_rows(x):
+    out = tj.zeros(x.shape[0], x.shape[1])
+    h = x[0] * 0
+    for t in range(x.shape[0]):
+        h = (h + x[t]).tanh()
+        out[t] = h
+    return out
+
+
+def scale_input_rows(x):
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            x[i] = x[i] * 2
+    return x
+
+
+def zero_first_row(x):
+    y = x.clone()
+    if y.sum() > 0:
+        y[0] = 0
+    return y
+
+
+def test_in_place_updates_of_variables_in_loops_and_branches():
+    agree(fill_rows, *[Call(rg(tj.randn(n, 3))) for n in (3, 6, 2)])
+    agree(scale_input_rows, *[Call(tj.randn(n, 3)) for n in (4, 7, 2)])  # the input changes
+    agree(zero_first_row, *[Call(rg(tj.randn(3, 2) + s)) for s in (3.0, -3.0, 2.0)])

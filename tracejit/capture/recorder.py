@@ -65,6 +65,7 @@ class Recorder:
         self.dry = 0                           # > 0 while recording a path not taken
         self.n_data_symbols = 0
         self.passthrough: dict = {}            # id(alias) -> the tensor a path passed on
+        self.entry_values: dict = {}           # id(alias) -> the Value it started as
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
         self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
@@ -384,6 +385,7 @@ class Recorder:
         tensor object this call's path handed on unchanged (an input, say), which the
         recording call returns in its place, as eager does."""
         self._bind(t, v)
+        self.entry_values[id(t)] = v
         if passed is not None:
             self.passthrough[id(t)] = passed
 
@@ -449,11 +451,12 @@ class Recorder:
         self.value_of(target)  # a tensor from outside the trace becomes an input first
         if base is not None:
             self.value_of(base)
-        STATE.capture = None
-        try:
-            apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
-        finally:
-            STATE.capture = self
+        if not self.dry:  # a path recorded but not taken writes nothing
+            STATE.capture = None
+            try:
+                apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
+            finally:
+                STATE.capture = self
         value = self._record_functional(op, target, others, attrs)
         root = target
         if base is not None:  # write the view's new value into its base
@@ -469,6 +472,21 @@ class Recorder:
             self.graph.mutations.append((original, self.value_of(root)))
         self._rederive_views(root, skip=target if base is None else None)
         return target
+
+    def commit_update(self, t: Tensor, v: Value) -> None:
+        """A branch or loop updated the tensor `t` in place: from here on it holds `v`
+        (an update of a graph input is committed after the run, as any other)."""
+        if id(t) in self.view_chains:
+            self.abort("a branch or loop updates a view in place; script mode records "
+                       "in-place updates of whole variables only", final=False)
+            return
+        self._bind(t, v)
+        original = self.input_values.get(id(t))
+        if original is not None:
+            self.graph.mutations = [(i, w) for i, w in self.graph.mutations
+                                    if i is not original]
+            self.graph.mutations.append((original, v))
+        self._rederive_views(t, skip=None)
 
     def _rederive_views(self, root: Tensor, skip) -> None:
         for t in list(self.keep.values()):

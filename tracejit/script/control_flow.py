@@ -73,8 +73,8 @@ def suspended():
 def _alias(t: Tensor) -> Tensor:
     """A new tensor object for the same value, keeping its autograd history: the name a
     region's code knows a value by, distinct from every other name of it."""
-    with suspended():
-        return apply(OPS.expand, t, shape=t._data.shape)
+    with suspended():  # t[...]: a writable view, so in-place updates reach t's storage
+        return apply(OPS.getitem, t, index=(Ellipsis,))
 
 
 def _truth(x) -> bool:
@@ -160,7 +160,7 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
     taken = 0 if _truth(pred) else 1
     p = _predicate(pred)
     fns = (then_fn, else_fn)
-    scopes, results = [None, None], [None, None]
+    scopes, results, entries = [None, None], [None, None], [None, None]
     for k in (taken, 1 - taken):
         dry = k != taken
         if dry and rec.aborted:
@@ -168,7 +168,8 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
         scope = scopes[k] = rec.open_scope("then" if k == 0 else "else")
         rec.dry += dry
         try:
-            results[k] = tuple(fns[k](*_copies(values)))
+            entries[k] = _entry_aliases(rec, values)
+            results[k] = tuple(fns[k](*_copies(entries[k])))
         except Exception as err:
             if not dry:
                 raise
@@ -180,10 +181,48 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
             rec.close_scope(scope)
     if rec.aborted:
         return results[taken]
-    return _merge_branches(rec, p, scopes, results, taken, names, where, values)
+    updated = _updated_in_place(rec, values, entries, results)
+    if rec.aborted:
+        return results[taken]
+    return _merge_branches(rec, p, scopes, results, taken, names, where, values, updated)
 
 
-def _merge_branches(rec, p, scopes, results, taken, names, where, before):
+def _entry_aliases(rec, values) -> list:
+    """The variables as a region's code starts from them: each tensor under a new name
+    bound to the region's view of it, so that an in-place update inside is the region's
+    (and written for real only on the path taken)."""
+    out = list(values)
+    for k, x in enumerate(values):
+        if isinstance(x, Tensor):
+            out[k] = _alias(x)
+            rec.bind(out[k], rec.local(rec.value_of(x)), x)
+    return out
+
+
+def _updated_in_place(rec, values, entries, results) -> set:
+    """Positions of tensor variables a path updated in place without reassigning them:
+    the node's result for them is the new value of the same tensor object."""
+    updated = set()
+    for k, x in enumerate(values):
+        if not isinstance(x, Tensor):
+            continue
+        kept, changed = [], []
+        for entry, res in zip(entries, results):
+            if entry is None:
+                continue
+            kept.append(res[k] is entry[k])
+            changed.append(res[k] is entry[k] and rec.values.get(id(entry[k])) is not
+                           rec.entry_values.get(id(entry[k])))
+        if any(changed):
+            if not all(kept):
+                rec.abort("a tensor variable is updated in place on one path of a branch "
+                          "and reassigned on the other", final=False)
+                return set()
+            updated.add(k)
+    return updated
+
+
+def _merge_branches(rec, p, scopes, results, taken, names, where, before, updated):
     then_out, else_out = results
     if len(then_out) != len(else_out):
         raise ScriptError(f"{where}: the two paths of a branch give different numbers of "
@@ -235,6 +274,10 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before):
                     regions=[scopes[0].graph, scopes[1].graph])
     outs, values, sizes = iter(node.outputs), [], iter(size_syms)
     for k, (kind, x) in enumerate(zip(kinds, results[taken])):
+        if k in updated:  # the same tensor, holding the branch's value from here on
+            rec.commit_update(before[k], next(outs))
+            values.append(before[k])
+            continue
         if kind in ("tensor", "bool"):
             t = _alias(x) if isinstance(x, Tensor) else Tensor._make(np.array(bool(x)))
             rec.bind(t, next(outs), x if k < len(before) and isinstance(x, Tensor) and
@@ -370,10 +413,14 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
                                     names[k])
                 vals[k] = _alias(values[k])
                 rec.bind(vals[k], arg, values[k])
+                rec.entry_values[id(vals[k])] = arg
+                if scope.graph.name == "body":
+                    body_entry[k] = vals[k]
             elif kind == "size":
                 vals[k] = size_syms[k]
         return vals
 
+    body_entry: dict = {}  # position -> the body's name for a carried tensor
     regions, go = [], True
     if bounds is not None and not len(steps):
         go = False
@@ -410,6 +457,12 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
     if rec.aborted:  # the first iteration ran for real (if it ran): finish eagerly
         return _finish_eagerly(out if go else values, kinds, cond_fn, body_fn, bounds,
                                steps, 1 if go else None)
+    updated = _updated_in_place(rec, [values[k] if k in body_entry else None
+                                      for k in range(len(values))],
+                                [[body_entry.get(k) for k in range(len(values))]], [out])
+    if rec.aborted:
+        return _finish_eagerly(out if go else values, kinds, cond_fn, body_fn, bounds,
+                               steps, 1 if go else None)
     operands = _align(rec, regions, len(carried))
     attrs = {"index": index.source() if index is not None else None,
              "start": bounds[0] if bounds else None, "stop": bounds[1] if bounds else None,
@@ -423,6 +476,10 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         list(values)
     results, outs = [], iter(node.outputs)
     for k, kind in enumerate(kinds):
+        if k in updated:  # the same tensor, holding the loop's value from here on
+            rec.commit_update(values[k], next(outs))
+            results.append(values[k])
+            continue
         if kind == "tensor":
             t = _alias(final[k]) if isinstance(final[k], Tensor) else Tensor._make(
                 np.array(final[k]))  # a bool flag the eager iterations set

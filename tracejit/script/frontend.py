@@ -73,7 +73,7 @@ class _Assigned(ast.NodeVisitor):
         self.names: list = []
 
     def _add(self, name: str):
-        if name not in self.names and not name.startswith(_PREFIX + "f"):
+        if name not in self.names and name != RUNTIME and not name.startswith(_PREFIX + "f"):
             self.names.append(name)
 
     def visit_Name(self, node):
@@ -95,12 +95,19 @@ class _Assigned(ast.NodeVisitor):
         self._add(node.target.id)
         self.visit(node.value)
 
+    def visit_Subscript(self, node):
+        # `x[i] = v`, `x[i] += v`: the tensor is a variable the block changes
+        if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+            self._add(node.value.id)
+        self.generic_visit(node)
+
     def visit_Expr(self, node):
-        # `xs.append(t)`: the list is a variable the block changes
+        # `xs.append(t)`, `x.add_(1)`: the list or tensor is a variable the block changes
         call = node.value
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                call.func.attr in ("append", "extend", "insert", "pop") and \
-                isinstance(call.func.value, ast.Name):
+                isinstance(call.func.value, ast.Name) and (
+                    call.func.attr in ("append", "extend", "insert", "pop") or
+                    (call.func.attr.endswith("_") and not call.func.attr.startswith("_"))):
             self._add(call.func.value.id)
         self.generic_visit(node)
 
