@@ -319,3 +319,40 @@ def test_in_place_updates_of_variables_in_loops_and_branches():
     agree(fill_rows, *[Call(rg(tj.randn(n, 3))) for n in (3, 6, 2)])
     agree(scale_input_rows, *[Call(tj.randn(n, 3)) for n in (4, 7, 2)])  # the input changes
     agree(zero_first_row, *[Call(rg(tj.randn(3, 2) + s)) for s in (3.0, -3.0, 2.0)])
+
+
+# ---- lists of tensors -------------------------------------------------------------------------------
+def collect_until(x):
+    """The seeds' loop with break building a list."""
+    hs = []
+    h = x[0] * 0
+    for t in range(x.shape[0]):
+        h = (h + x[t]).tanh()
+        hs.append(h)
+        if h.sum() > 1.5:
+            break
+    return tj.stack(hs), len(hs)
+
+
+def grow_in_branch(x):
+    parts = [x]
+    if x.sum() > 0:
+        parts.append(x * 2)
+    return tj.cat(parts)
+
+
+def build_then_iterate(x):
+    hs = []
+    for t in range(x.shape[0]):
+        hs.append(x[t] * t)
+    s = x[0] * 0
+    for h in hs:
+        s = s + h
+    return s, hs[-1]
+
+
+@pytest.mark.parametrize("fn", [collect_until, grow_in_branch, build_then_iterate])
+def test_lists_whose_length_is_decided_when_the_program_runs(fn):
+    sf = agree(fn, *[Call(rg(tj.randn(n, 3) + s)) for n, s in
+                     [(3, 0.5), (5, -0.5), (8, 0.5), (4, -0.5)]])
+    assert "list" in str(sf.graph)

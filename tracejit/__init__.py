@@ -29,7 +29,7 @@ from . import autograd, nn, optim  # noqa: E402
 from . import jit, utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from .jit import trace  # noqa: E402
-from .script import cond, script, while_loop  # noqa: E402
+from .scripting import cond, script, while_loop  # noqa: E402
 
 bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16

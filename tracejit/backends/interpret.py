@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from ..ir.graph import BIND, FUSED, GUARD, IF, LOOP, RAISE, SIZE, Graph, Value
+from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
+                        LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
 from ..ir.symbolic import SymInt, has_sym, map_leaves
 from ..ops import OPS
 from ..tensor.dispatch import apply, apply_inplace
@@ -101,7 +102,7 @@ class Interpreter:
             if node.op == GUARD:
                 self.steps.append(("guard", node, reads[0], None, None, None))  # op: slot
                 continue
-            if node.op in (IF, LOOP, BIND, SIZE, RAISE):
+            if node.op in (IF, LOOP, BIND, SIZE, RAISE) or node.op in LIST_OPS:
                 outs = []
                 for v in node.outputs:
                     slot[v] = len(slot)
@@ -260,5 +261,34 @@ def _run_raise(node, prepared, args, env, record):
 
 _COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
             "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+def _run_list(node, prepared, args, env, record):
+    return (list(args),)  # a new list each run: appends update it in place
+
+
+def _run_list_append(node, prepared, args, env, record):
+    args[0].append(args[1])
+    return (args[0],)
+
+
+def _run_list_get(node, prepared, args, env, record):
+    return (args[0][_resolve(prepared[1]["index"], env)],)
+
+
+def _run_list_len(node, prepared, args, env, record):
+    env[node.attrs["symbol"]] = len(args[0])
+    return ()
+
+
+def _run_list_stack(node, prepared, args, env, record):
+    from ..tensor import functional as T
+
+    items = args[0]
+    env[node.attrs["symbol"]] = len(items)
+    how = T.stack if node.attrs["how"] == "stack" else T.cat
+    return (how(items, node.attrs["dim"]),)
+
+
 _SCRIPT_STEPS = {IF: _run_if, LOOP: _run_loop, BIND: _run_bind, SIZE: _run_size,
-                 RAISE: _run_raise}
+                 RAISE: _run_raise, LIST: _run_list, LIST_APPEND: _run_list_append,
+                 LIST_GET: _run_list_get, LIST_LEN: _run_list_len,
+                 LIST_STACK: _run_list_stack}

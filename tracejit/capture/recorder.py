@@ -66,6 +66,7 @@ class Recorder:
         self.n_data_symbols = 0
         self.passthrough: dict = {}            # id(alias) -> the tensor a path passed on
         self.entry_values: dict = {}           # id(alias) -> the Value it started as
+        self.lists: dict = {}                  # id(list) -> its list Value (script mode)
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
         self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
@@ -284,7 +285,7 @@ class Recorder:
         if STATE.capture is self:
             STATE.capture = None
         if self.dry:  # inside a path not taken: stop it before anything runs for real
-            from ..script.control_flow import DryPathAbort
+            from ..scripting.control_flow import DryPathAbort
 
             raise DryPathAbort(reason)
 

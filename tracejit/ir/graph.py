@@ -63,6 +63,24 @@ BIND = "bind_size"  # inputs: an integer[] tensor; attrs: symbol: binds a size f
 SIZE = "size"    # no inputs; attrs: expr (a size expression or comparison) -> a 0-d tensor
 RAISE = "raise"  # attrs: exc (an exception instance): raises it when reached
 CONTROL = frozenset({IF, LOOP})
+# lists of tensors whose length is decided when the program runs (built in a loop)
+LIST = "list"            # inputs: the first elements -> a list value
+LIST_APPEND = "list_append"  # inputs: list, tensor -> the list with it appended
+LIST_GET = "list_get"    # inputs: list; attrs: index (a size) -> the element
+LIST_LEN = "list_len"    # inputs: list; attrs: symbol: binds the length
+LIST_STACK = "list_stack"  # inputs: list; attrs: how ('stack'|'cat'), dim, symbol
+LIST_OPS = frozenset({LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK})
+
+
+class ListType:
+    """The type of a list value: every element has one tensor type, `elem` (a dtype and
+    shape), known from the first element (None until then)."""
+
+    __slots__ = ("elem",)
+    name = short = "list"
+
+    def __init__(self, elem=None):
+        self.elem = elem
 # a loop's attributes: index (symbol bound to the iteration's number, or None), start,
 # stop, step (sizes, for a range loop; stop None: a while loop), n_carried (how many
 # inputs are carried values), carried_sizes (symbols carried, bound from sizes_init and

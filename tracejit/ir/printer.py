@@ -6,7 +6,8 @@ traces of the same program print identically.
 """
 from __future__ import annotations
 
-from .graph import BIND, CONTROL, FUSED, GUARD, IF, LOOP, RAISE, SIZE, Graph, Value
+from .graph import (BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, LOOP, RAISE,
+                    SIZE, Graph, Value)
 from .symbolic import SymInt
 
 
@@ -20,6 +21,10 @@ def _dim(d, names: dict) -> str:
 
 
 def format_type(v: Value, names: dict) -> str:
+    if v.dtype.short == "list":
+        elem = v.dtype.elem
+        return "list[" + ("?" if elem is None else f"{elem[0].short}[" + ",".join(
+            _dim(d, names) for d in elem[1]) + "]") + "]"
     return f"{v.dtype.short}[{','.join(_dim(d, names) for d in v.shape)}]"
 
 
@@ -147,6 +152,11 @@ def _body_lines(graph: Graph, namer, syms: dict, sources: bool, indent: str, lin
             line = f"{indent}{defs} = size({expr})"
         elif node.op == RAISE:
             line = f"{indent}raise {node.attrs['exc']!r}"
+        elif node.op in (LIST_LEN, LIST_STACK) and "symbol" in node.attrs:
+            bound = _dim(_sym(node.attrs["symbol"]), syms)
+            rest = {k: v for k, v in node.attrs.items() if k != "symbol"}
+            line = f"{indent}{defs + ' = ' if defs else ''}{node.op}({args})" \
+                   f"{_attrs(rest, syms)}  # binds {bound}"
         else:
             line = f"{indent}{defs} = {node.op}({args}){_attrs(node.attrs, syms)}"
         if sources and node.source:

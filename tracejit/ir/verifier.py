@@ -1,7 +1,8 @@
 """The IR verifier: structural and type checks, run after every pass in tests."""
 from __future__ import annotations
 
-from .graph import BIND, FUSED, GUARD, IF, LOOP, RAISE, SIZE, Graph, Value
+from .graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
+                    LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
 from .symbolic import SymInt
 
 
@@ -38,7 +39,7 @@ def verify(graph: Graph) -> None:
         if node.op == FUSED:
             _check_fused(node, where, defined)
             continue
-        if node.op in (IF, LOOP, BIND, SIZE, RAISE):
+        if node.op in (IF, LOOP, BIND, SIZE, RAISE) or node.op in LIST_OPS:
             _check_script_node(node, where, defined)
             continue
         if node.op not in OPS:
@@ -87,8 +88,12 @@ def _check_fused(node, where: str, defined: set) -> None:
 
 def _check_script_node(node, where: str, defined: set) -> None:
     """Branches, loops and the size nodes of script graphs."""
-    arity = {BIND: (1, 0), SIZE: (0, 1), RAISE: (0, 0)}
-    if node.op in arity:
+    arity = {BIND: (1, 0), SIZE: (0, 1), RAISE: (0, 0), LIST_APPEND: (2, 1), LIST_GET: (1, 1),
+             LIST_LEN: (1, 0), LIST_STACK: (1, 1)}
+    if node.op == LIST:
+        if len(node.outputs) != 1:
+            raise VerificationError(f"{where}: a list node defines one list value")
+    elif node.op in arity:
         if (len(node.inputs), len(node.outputs)) != arity[node.op]:
             raise VerificationError(f"{where}: takes {arity[node.op][0]} inputs and defines "
                                     f"{arity[node.op][1]} values")

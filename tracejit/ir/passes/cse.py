@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...ops import OPS
 from ...ops.registry import RANDOM
-from ..graph import BIND, GUARD, RAISE, Graph, Value
+from ..graph import BIND, GUARD, LIST_OPS, RAISE, Graph, Value
 from .rewrite import Builder, attrs_key, value_key
 
 
@@ -14,7 +14,7 @@ def cse(graph: Graph) -> Graph:
     b = Builder(graph, "cse", recurse=cse)
     seen: dict = {}
     for node in graph.nodes:
-        pure = node.op not in (GUARD, BIND, RAISE) and not (node.op in OPS and OPS[node.op].kind == RANDOM) \
+        pure = node.op not in (GUARD, BIND, RAISE) and node.op not in LIST_OPS and not (node.op in OPS and OPS[node.op].kind == RANDOM) \
             and not node.regions
         if pure:
             inputs = [b.get(x) for x in node.inputs]

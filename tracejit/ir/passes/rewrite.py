@@ -54,6 +54,14 @@ def same_dim(a, b) -> bool:
 
 
 def same_type(a: Value, b: Value) -> bool:
+    from ..graph import ListType
+
+    if isinstance(a.dtype, ListType) or isinstance(b.dtype, ListType):
+        if not (isinstance(a.dtype, ListType) and isinstance(b.dtype, ListType)):
+            return False
+        ea, eb = a.dtype.elem, b.dtype.elem
+        return ea is None or eb is None or (ea[0] is eb[0] and len(ea[1]) == len(eb[1]) and
+                                            all(same_dim(x, y) for x, y in zip(ea[1], eb[1])))
     return a.dtype is b.dtype and len(a.shape) == len(b.shape) and all(
         same_dim(x, y) for x, y in zip(a.shape, b.shape))
 

@@ -104,6 +104,8 @@ class _Assigned(ast.NodeVisitor):
     def visit_Expr(self, node):
         # `xs.append(t)`, `x.add_(1)`: the list or tensor is a variable the block changes
         call = node.value
+        if isinstance(call, ast.Call) and _is_runtime_call(call) and call.args:
+            call = ast.Call(func=call.args[0], args=call.args[1:], keywords=[])  # converted
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                 isinstance(call.func.value, ast.Name) and (
                     call.func.attr in ("append", "extend", "insert", "pop") or
@@ -391,6 +393,12 @@ class _Converter(ast.NodeTransformer):
         return ast.copy_location(ast.Call(func=_rt("call"), args=[node.func] + node.args,
                                           keywords=node.keywords), node)
 
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        return ast.copy_location(_call("sub", node.value, _index(node.slice)), node)
+
     def visit_IfExp(self, node):
         self.generic_visit(node)
         return ast.copy_location(_call("ifexp", _test(node.test), _thunk(node.body),
@@ -467,6 +475,16 @@ class _Converter(ast.NodeTransformer):
         out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
                    ast.Expr(value=call))
         return [ast.copy_location(s, node) for s in out]
+
+
+def _index(expr):
+    """An index expression as a value: slices `a:b:c` become `slice(a, b, c)`."""
+    if isinstance(expr, ast.Slice):
+        return _call("slice_", *[e if e is not None else _const(None)
+                                 for e in (expr.lower, expr.upper, expr.step)])
+    if isinstance(expr, ast.Tuple):
+        return ast.Tuple(elts=[_index(e) for e in expr.elts], ctx=ast.Load())
+    return expr
 
 
 def _is_runtime_call(node) -> bool:

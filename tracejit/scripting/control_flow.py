@@ -22,6 +22,7 @@ from ..ir.symbolic import SymInt, hint_of
 from ..ops import OPS
 from ..tensor.dispatch import apply, user_frame
 from ..tensor.tensor import Tensor
+from . import lists
 
 
 class ScriptError(RuntimeError):
@@ -109,6 +110,10 @@ def _describe(x) -> str:
     return f"{type(x).__name__} {x!r}"
 
 
+def _list_like(x) -> bool:
+    return type(x) is list and all(isinstance(t, Tensor) for t in x)
+
+
 def _same_python(a, b) -> bool:
     if a is b:
         return True
@@ -122,9 +127,11 @@ def _same_python(a, b) -> bool:
         return False
 
 
-def _copies(values) -> tuple:
-    """Each path gets its own containers: appending on one path must not show on the other."""
-    return tuple(type(v)(v) if type(v) in (list, dict) else v for v in values)
+def _copies(rec, values) -> tuple:
+    """Each path gets its own containers: appending on one path must not show on the other
+    (list values got their own copies with their names already)."""
+    return tuple(type(v)(v) if type(v) in (list, dict) and not lists.is_tracked(rec, v)
+                 else v for v in values)
 
 
 def _bool_tensor(rec, x) -> Tensor:
@@ -159,6 +166,9 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
     where = user_frame()
     taken = 0 if _truth(pred) else 1
     p = _predicate(pred)
+    for x in values:  # a list a path may change is a list value from here on
+        if _list_like(x):
+            lists.value_of(rec, x)
     fns = (then_fn, else_fn)
     scopes, results, entries = [None, None], [None, None], [None, None]
     for k in (taken, 1 - taken):
@@ -169,7 +179,7 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
         rec.dry += dry
         try:
             entries[k] = _entry_aliases(rec, values)
-            results[k] = tuple(fns[k](*_copies(entries[k])))
+            results[k] = tuple(fns[k](*_copies(rec, entries[k])))
         except Exception as err:
             if not dry:
                 raise
@@ -196,6 +206,9 @@ def _entry_aliases(rec, values) -> list:
         if isinstance(x, Tensor):
             out[k] = _alias(x)
             rec.bind(out[k], rec.local(rec.value_of(x)), x)
+        elif lists.is_tracked(rec, x):
+            out[k] = list(x)
+            lists.bind(rec, out[k], rec.local(rec.lists[id(x)]))
     return out
 
 
@@ -234,6 +247,8 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             kinds.append("undefined")
         elif isinstance(a, Tensor) and isinstance(b, Tensor):
             kinds.append("tensor")
+        elif lists.is_tracked(rec, a) and lists.is_tracked(rec, b):
+            kinds.append("list")
         elif _same_python(a, b):
             kinds.append("same")
         elif _is_bool(a) and _is_bool(b):
@@ -254,6 +269,8 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             if kind in ("tensor", "bool"):
                 t = _bool_tensor(rec, x) if kind == "bool" else x
                 yields[side].append(rec.local(rec.value_of(t)))
+            elif kind == "list":
+                yields[side].append(rec.local(rec.lists[id(x)]))
             elif kind == "size":
                 sizes.append(x)
         scopes[side].graph.outputs = yields[side]
@@ -261,7 +278,7 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
         rec.scopes.pop()
     for k, (a, b) in enumerate(zip(*yields)):
         if not unify(a, b):
-            name = [n for n, kd in zip(names, kinds) if kd in ("tensor", "bool")]
+            name = [n for n, kd in zip(names, kinds) if kd in ("tensor", "bool", "list")]
             raise ScriptError(
                 f"{where}: variable '{name[k] if k < len(name) else k}' has type "
                 f"{_type(a)} on one path of the branch and {_type(b)} on the other; both "
@@ -276,6 +293,11 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
     for k, (kind, x) in enumerate(zip(kinds, results[taken])):
         if k in updated:  # the same tensor, holding the branch's value from here on
             rec.commit_update(before[k], next(outs))
+            values.append(before[k])
+            continue
+        if kind == "list":  # the same list object, holding the path's elements
+            before[k][:] = x
+            lists.bind(rec, before[k], next(outs))
             values.append(before[k])
             continue
         if kind in ("tensor", "bool"):
@@ -352,6 +374,11 @@ def for_each(iterable, body_fn, cond_fn=None, values: tuple = (), names: tuple =
     over its rows; over anything else (lists, tuples, module containers) the loop is
     unrolled as Python runs it."""
     rec = STATE.capture
+    if rec is not None and lists.is_tracked(rec, iterable):  # its length is data
+        xs = iterable
+        return _loop(rec, tuple(values), names, cond_fn,
+                     lambda i, *v: body_fn(lists.get(rec, xs, i), *v),
+                     (0, lists.length(rec, xs), 1))
     if rec is not None and isinstance(iterable, Tensor):
         if iterable.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
@@ -390,14 +417,18 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
             kinds.append("tensor")
         elif isinstance(v, Tensor):
             kinds.append("tensor")
+        elif lists.is_tracked(rec, v) or _list_like(v):
+            lists.value_of(rec, v)
+            kinds.append("list")
         elif _is_int(v):
             kinds.append("size")
         elif isinstance(v, Undefined):
             kinds.append("local")
         else:
             kinds.append("same")
-    carried = [values[k] for k, kind in enumerate(kinds) if kind == "tensor"]
-    carried_values = [rec.value_of(t) for t in carried]
+    carried = [values[k] for k, kind in enumerate(kinds) if kind in ("tensor", "list")]
+    carried_values = [rec.lists[id(x)] if kind == "list" else rec.value_of(x)
+                      for x, kind in zip(values, kinds) if kind in ("tensor", "list")]
     size_syms = {k: rec.new_symbol(int(hint_of(values[k])))
                  for k, kind in enumerate(kinds) if kind == "size"}
     steps = range(*(int(hint_of(b)) for b in bounds)) if bounds else None
@@ -416,6 +447,11 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
                 rec.entry_values[id(vals[k])] = arg
                 if scope.graph.name == "body":
                     body_entry[k] = vals[k]
+            elif kind == "list":
+                v = rec.lists[id(values[k])]
+                arg = rec.block_arg(scope, v.dtype, (), names[k])
+                vals[k] = list(values[k])
+                lists.bind(rec, vals[k], arg)
             elif kind == "size":
                 vals[k] = size_syms[k]
         return vals
@@ -480,6 +516,11 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
             rec.commit_update(values[k], next(outs))
             results.append(values[k])
             continue
+        if kind == "list":  # the same list object, holding the loop's elements
+            values[k][:] = final[k]
+            lists.bind(rec, values[k], next(outs))
+            results.append(values[k])
+            continue
         if kind == "tensor":
             t = _alias(final[k]) if isinstance(final[k], Tensor) else Tensor._make(
                 np.array(final[k]))  # a bool flag the eager iterations set
@@ -513,6 +554,12 @@ def _body_yields(rec, scope, kinds, values, out, names, where) -> None:
                     f"{where}: variable '{names[k]}' changes type in the loop, from "
                     f"{_type(start)} to {_type(v)}; a loop must keep the types of the "
                     "variables it carries")
+            yields.append(v)
+        elif kind == "list":
+            if not lists.is_tracked(rec, x):
+                raise ScriptError(f"{where}: variable '{names[k]}' is a list before the loop "
+                                  f"and {_describe(x)} after its body")
+            v = rec.local(rec.lists[id(x)])
             yields.append(v)
         elif kind == "size":
             if not _is_int(x):

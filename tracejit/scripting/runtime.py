@@ -10,11 +10,12 @@ from ..autograd.grad_mode import STATE
 from ..ir.graph import RAISE
 from ..tensor.dispatch import user_frame
 from ..tensor.tensor import Tensor
+from . import lists
 from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_range, if_,
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
-           "assert_", "raise_", "call"]
+           "assert_", "raise_", "call", "sub", "slice_"]
 
 
 def _capturing() -> bool:
@@ -157,16 +158,50 @@ def converted(fn):
 _MISSING = object()
 
 
+def sub(value, index):
+    """`value[index]`: a list value's element, or Python's indexing."""
+    rec = STATE.capture
+    if rec is not None and lists.is_tracked(rec, value):
+        return lists.get(rec, value, index)
+    return value[index]
+
+
+slice_ = builtins.slice
+
+
 def call(f, *args, **kwargs):
     rec = STATE.capture
     if rec is None or not rec.script:
         return f(*args, **kwargs)
+    if rec.lists:
+        hit = _list_call(rec, f, args, kwargs)
+        if hit is not _MISSING:
+            return hit
     if f is builtins.len and len(args) == 1 and isinstance(args[0], Tensor):
         return args[0].shape[0]  # a size, not a guarded int
     if f is builtins.int and len(args) == 1 and isinstance(args[0], Tensor):
         return rec.read(args[0], "int")
     target = _target(f)
     return (target or f)(*args, **kwargs)
+
+
+def _list_call(rec, f, args, kwargs):
+    from ..tensor import functional as T
+
+    owner = getattr(f, "__self__", None)
+    if type(owner) is list and lists.is_tracked(rec, owner):
+        if f.__name__ == "append" and len(args) == 1:
+            lists.append(rec, owner, args[0])
+            return None
+        raise ScriptError(f"{user_frame()}: list.{f.__name__} on a list that a loop or a "
+                          "branch on a tensor builds is not supported by tj.script (append, "
+                          "len, indexing, iteration, tj.stack and tj.cat are)")
+    if f is builtins.len and len(args) == 1 and lists.is_tracked(rec, args[0]):
+        return lists.length(rec, args[0])
+    if f in (T.stack, T.cat) and args and lists.is_tracked(rec, args[0]):
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        return lists.combine(rec, "stack" if f is T.stack else "cat", args[0], dim)
+    return _MISSING
 
 
 def _target(f):
