@@ -36,7 +36,7 @@ def signs(n, *values):
     return [Call(rg(tj.tensor([float(v)] * n))) for v in values]
 
 
-# ---- if / elif / else ------------------------------------------------------------------------
+# ---- if / elif / else -----------------------------------------------------------------------
 def branch(x):
     if x.sum() > 0:
         y = x.tanh() * 2
@@ -133,7 +133,7 @@ def test_gradients_through_a_branch_under_create_graph():
     agree(branch, *signs(3, 1, -1, 2), create_graph=True)
 
 
-# ---- loops ------------------------------------------------------------------------------------
+# ---- loops ----------------------------------------------------------------------------------
 def while_norm(x):
     while x.norm() < 10:
         x = x * 1.5
@@ -214,7 +214,7 @@ def test_an_int_counted_in_a_loop_is_returned_as_eager_counts_it():
     agree(while_counter, *[Call(rg(tj.ones(2) * s)) for s in (1.0, 15.0, 0.0, 30.0)])
 
 
-# ---- break / continue ---------------------------------------------------------------------------
+# ---- break / continue -----------------------------------------------------------------------
 def break_on_value(x):
     for i in range(x.shape[0]):
         if x[i] > 0.5:
@@ -249,7 +249,7 @@ def test_break_and_continue_decided_by_tensors():
                             ([1.0, 1.0], [0.1, 9.0], [60.0, 60.0], [2.0, 3.0])])
 
 
-# ---- sizes from data ----------------------------------------------------------------------------
+# ---- sizes from data ------------------------------------------------------------------------
 def padded_sums(x, lengths):
     total = x[0, 0] * 0
     for i in range(x.shape[0]):
@@ -259,7 +259,7 @@ def padded_sums(x, lengths):
 
 
 def item_bound(x, n):
-    for i in range(n.item()):
+    for _i in range(n.item()):
         x = x * 2
     return x
 
@@ -274,7 +274,7 @@ def test_a_loop_bound_from_item_is_data_of_the_program():
     agree(item_bound, *[Call(rg(tj.randn(2)), tj.tensor(k)) for k in (1, 3, 0, 5)])
 
 
-# ---- assert and raise ------------------------------------------------------------------------------
+# ---- assert and raise -----------------------------------------------------------------------
 def asserting(x):
     assert x.sum() > 0, "needs a positive sum"
     return x * 2
@@ -291,7 +291,7 @@ def test_assert_and_raise_raise_at_run_time_on_the_path_that_reaches_them():
     agree(raising, *signs(3, 1, 4, -1, 2))
 
 
-# ---- in-place updates inside branches and loops -------------------------------------------------
+# ---- in-place updates inside branches and loops ---------------------------------------------
 def fill_rows(x):
     out = tj.zeros(x.shape[0], x.shape[1])
     h = x[0] * 0
@@ -321,7 +321,7 @@ def test_in_place_updates_of_variables_in_loops_and_branches():
     agree(zero_first_row, *[Call(rg(tj.randn(3, 2) + s)) for s in (3.0, -3.0, 2.0)])
 
 
-# ---- lists of tensors -------------------------------------------------------------------------------
+# ---- lists of tensors -----------------------------------------------------------------------
 def collect_until(x):
     """The seeds' loop with break building a list."""
     hs = []

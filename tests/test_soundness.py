@@ -12,7 +12,7 @@ import pytest
 import tracejit as tj
 from tracejit import nn
 from tracejit.nn import functional as F
-from tracejit.testing.differential import Call, clone, compare, outcome
+from tracejit.testing.differential import Call, compare, outcome
 
 
 @pytest.fixture(autouse=True, params=["interpret", "numba"])

@@ -6,7 +6,7 @@ traces of the same program print identically.
 """
 from __future__ import annotations
 
-from .graph import (BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, LOOP, RAISE,
+from .graph import (BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE,
                     SIZE, Graph, Value)
 from .symbolic import SymInt
 

@@ -14,8 +14,8 @@ def cse(graph: Graph) -> Graph:
     b = Builder(graph, "cse", recurse=cse)
     seen: dict = {}
     for node in graph.nodes:
-        pure = node.op not in (GUARD, BIND, RAISE) and node.op not in LIST_OPS and not (node.op in OPS and OPS[node.op].kind == RANDOM) \
-            and not node.regions
+        pure = node.op not in (GUARD, BIND, RAISE) and node.op not in LIST_OPS and \
+            not (node.op in OPS and OPS[node.op].kind == RANDOM) and not node.regions
         if pure:
             inputs = [b.get(x) for x in node.inputs]
             key = (node.op, node.grad_mode, tuple(id(x) if isinstance(x, Value) else
