@@ -271,7 +271,10 @@ def _run_list_append(node, prepared, args, env, record):
 
 
 def _run_list_get(node, prepared, args, env, record):
-    return (args[0][_resolve(prepared[1]["index"], env)],)
+    item = args[0][_resolve(prepared[1]["index"], env)]
+    for d, sym in node.attrs.get("binds", ()):
+        env[sym] = item._data.shape[d]
+    return (item,)
 
 
 def _run_list_len(node, prepared, args, env, record):
@@ -282,10 +285,12 @@ def _run_list_len(node, prepared, args, env, record):
 def _run_list_stack(node, prepared, args, env, record):
     from ..tensor import functional as T
 
-    items = args[0]
-    env[node.attrs["symbol"]] = len(items)
     how = T.stack if node.attrs["how"] == "stack" else T.cat
-    return (how(items, node.attrs["dim"]),)
+    out = how(args[0], node.attrs["dim"])
+    env[node.attrs["symbol"]] = out._data.shape[node.attrs["dim"]]
+    for d, sym in node.attrs.get("binds", ()):
+        env[sym] = out._data.shape[d]
+    return (out,)
 
 
 _SCRIPT_STEPS = {IF: _run_if, LOOP: _run_loop, BIND: _run_bind, SIZE: _run_size,

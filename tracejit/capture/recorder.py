@@ -64,9 +64,11 @@ class Recorder:
         self.script = 0                        # > 0 while converted (@script) code runs
         self.dry = 0                           # > 0 while recording a path not taken
         self.n_data_symbols = 0
+        self.paused = 0                        # > 0 while script helpers run eagerly
         self.passthrough: dict = {}            # id(alias) -> the tensor a path passed on
         self.entry_values: dict = {}           # id(alias) -> the Value it started as
         self.lists: dict = {}                  # id(list) -> its list Value (script mode)
+        self.varying_symbols: set = set()      # sizes that differ between a list's elements
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
         self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
@@ -188,7 +190,7 @@ class Recorder:
         if op in ("!=", ">", ">="):  # one spelling per relation, so duplicates merge
             op, expected = _NEGATE[op], not expected
         g = ShapeGuard(lhs, op, rhs, expected, "")
-        if self.closed or g.source in self.shape_guards:
+        if self.closed or self.paused or g.source in self.shape_guards:
             return
         g.where = user_frame()
         self.shape_guards[g.source] = g
@@ -245,13 +247,13 @@ class Recorder:
     def size_decision(self, lhs: SymInt, op: str, rhs, hint: bool):
         """A comparison of sizes from data: a bool tensor the program computes (the
         script helpers branch on it; anything else reading it as a bool guards it)."""
-        if self.closed or self.aborted:
+        if self.closed or self.aborted or self.paused:
             return hint
         return self.size_value(lhs, op, rhs, hint)
 
     def size_check(self, size: SymInt) -> None:
         """A size from data used as a plain number: checked where it is used."""
-        if self.closed or self.aborted:
+        if self.closed or self.aborted or self.paused:
             return
         t = self.size_value(size, "==", size.hint, True)
         self._guard_node(t, "bool", True)

@@ -137,36 +137,82 @@ class _RNNBase(Module):
         ws = [getattr(self, n) for n in names]
         return ws if self.bias else ws + [None, None]
 
+    # forward is written in tj.script's subset: scripted, one program serves every
+    # sequence length (and, packed, every set of lengths)
     def forward(self, input, hx=None):
-        packed = isinstance(input, PackedSequence)
-        if packed:
-            data, batch_sizes = input.data, [int(b) for b in input.batch_sizes.tolist()]
-            batch = batch_sizes[0]
-            steps, start = [], 0
-            for bs in batch_sizes:
-                steps.append(data[start:start + bs])
-                start += bs
-        else:
-            unbatched = input.ndim == 2
-            if unbatched:
-                input = T.unsqueeze(input, 0 if self.batch_first else 1)
-            x = T.transpose(input, 0, 1) if self.batch_first else input
-            batch = x.shape[1]
-            steps = list(T.unbind(x, 0))
-            batch_sizes = [batch] * len(steps)
-        dirs = 2 if self.bidirectional else 1
-        n_states = self.num_layers * dirs
-        dtype = steps[0].dtype if steps else input.dtype
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         lstm = self.mode == "LSTM"
+        unbatched = input.ndim == 2
+        if unbatched:
+            input = T.unsqueeze(input, 0 if self.batch_first else 1)
+            if hx is not None:
+                hx = (T.unsqueeze(hx[0], 1), T.unsqueeze(hx[1], 1)) if lstm else \
+                    T.unsqueeze(hx, 1)
+        x = T.transpose(input, 0, 1) if self.batch_first else input
+        hx = self._initial_state(hx, x.shape[1], x.dtype)
+        dirs = 2 if self.bidirectional else 1
+        final_h, final_c = [], []
+        layer_in = x
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                state = (hx[0][k], hx[1][k]) if lstm else hx[k]
+                seq, last = self._run_direction(layer_in, state, layer, d)
+                outs.append(seq)
+                if lstm:
+                    final_h.append(last[0])
+                    final_c.append(last[1])
+                else:
+                    final_h.append(last)
+            layer_in = T.cat(outs, -1) if dirs == 2 else outs[0]
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                layer_in = F.dropout(layer_in, self.dropout, True)
+        h_n = T.stack(final_h, 0)
+        state = (h_n, T.stack(final_c, 0)) if lstm else h_n
+        out = T.transpose(layer_in, 0, 1) if self.batch_first else layer_in
+        if unbatched:
+            out = T.squeeze(out, 0 if self.batch_first else 1)
+            state = (T.squeeze(state[0], 1), T.squeeze(state[1], 1)) if lstm else \
+                T.squeeze(state, 1)
+        return out, state
+
+    def _initial_state(self, hx, batch, dtype):
         if hx is None:
-            h0 = zeros(n_states, batch, self.hidden_size, dtype=dtype)
-            hx = (h0, h0) if lstm else h0
-        elif not packed and input.ndim == 3 and unbatched:
-            hx = tuple(T.unsqueeze(h, 1) for h in hx) if lstm else T.unsqueeze(hx, 1)
-        if packed and input.sorted_indices is not None:  # the caller's order -> sorted
+            dirs = 2 if self.bidirectional else 1
+            h0 = zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=dtype)
+            return (h0, h0) if self.mode == "LSTM" else h0
+        return hx
+
+    def _run_direction(self, x, state, layer: int, direction: int):
+        """One layer in one direction over x [T, B, F]: (outputs [T, B, H], last state)."""
+        w = self._weights(layer, direction)
+        lstm = self.mode == "LSTM"
+        steps = x.shape[0]
+        outputs = []
+        for i in range(steps):
+            t = steps - 1 - i if direction else i
+            state = _cell(self.mode, x[t], state, *w)
+            outputs.append(state[0] if lstm else state)
+        seq = T.stack(outputs, 0)
+        return (T.flip(seq, (0,)) if direction else seq), state
+
+    def _forward_packed(self, input, hx):
+        lstm = self.mode == "LSTM"
+        data, batch_sizes = input.data, input.batch_sizes
+        hx = self._initial_state(hx, int(batch_sizes[0]), data.dtype)
+        if input.sorted_indices is not None:  # the caller's order -> sorted
             idx = input.sorted_indices
-            hx = tuple(T.index_select(h, 1, idx) for h in hx) if lstm else \
-                T.index_select(hx, 1, idx)
+            hx = (T.index_select(hx[0], 1, idx), T.index_select(hx[1], 1, idx)) if lstm \
+                else T.index_select(hx, 1, idx)
+        steps = []
+        start = 0
+        for t in range(batch_sizes.shape[0]):
+            bs = int(batch_sizes[t])
+            steps.append(data[start:start + bs])
+            start = start + bs
+        dirs = 2 if self.bidirectional else 1
         final_h, final_c = [], []
         layer_in = steps
         for layer in range(self.num_layers):
@@ -174,55 +220,62 @@ class _RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 state = (hx[0][k], hx[1][k]) if lstm else hx[k]
-                seq, last = self._run_direction(layer_in, batch_sizes, state, layer, d)
+                seq, last = self._run_packed(layer_in, batch_sizes, state, layer, d)
                 outs.append(seq)
-                final_h.append(last[0] if lstm else last)
                 if lstm:
+                    final_h.append(last[0])
                     final_c.append(last[1])
-            layer_in = [T.cat([outs[0][t], outs[1][t]], -1) if dirs == 2 else outs[0][t]
-                        for t in range(len(steps))]
+                else:
+                    final_h.append(last)
+            layer_in = outs[0]
+            if dirs == 2:
+                merged = []
+                for t in range(len(outs[0])):
+                    merged.append(T.cat([outs[0][t], outs[1][t]], -1))
+                layer_in = merged
             if self.dropout and self.training and layer < self.num_layers - 1:
-                layer_in = [F.dropout(s, self.dropout, True) for s in layer_in]
+                dropped = []
+                for s in layer_in:
+                    dropped.append(F.dropout(s, self.dropout, True))
+                layer_in = dropped
         h_n = T.stack(final_h, 0)
         state = (h_n, T.stack(final_c, 0)) if lstm else h_n
-        if packed:
-            if input.unsorted_indices is not None:
-                idx = input.unsorted_indices
-                state = tuple(T.index_select(s, 1, idx) for s in state) if lstm else \
-                    T.index_select(state, 1, idx)
-            out = PackedSequence(T.cat(layer_in, 0), input.batch_sizes, input.sorted_indices,
-                                 input.unsorted_indices)
-            return out, state
-        out = T.stack(layer_in, 0)
-        if self.batch_first:
-            out = T.transpose(out, 0, 1)
-        if unbatched:
-            out = T.squeeze(out, 0 if self.batch_first else 1)
-            state = tuple(T.squeeze(s, 1) for s in state) if lstm else T.squeeze(state, 1)
+        if input.unsorted_indices is not None:
+            idx = input.unsorted_indices
+            state = (T.index_select(state[0], 1, idx), T.index_select(state[1], 1, idx)) \
+                if lstm else T.index_select(state, 1, idx)
+        out = PackedSequence(T.cat(layer_in, 0), input.batch_sizes, input.sorted_indices,
+                             input.unsorted_indices)
         return out, state
 
-    def _run_direction(self, steps, batch_sizes, state, layer: int, direction: int):
-        """Run one layer in one direction; only the first batch_sizes[t] rows are active
-        at step t (packed input), the others keep their state."""
+    def _run_packed(self, steps, batch_sizes, state, layer: int, direction: int):
+        """One layer in one direction over packed steps: only the first batch_sizes[t]
+        rows are active at step t, the others keep their state."""
         w = self._weights(layer, direction)
         lstm = self.mode == "LSTM"
-        order = range(len(steps) - 1, -1, -1) if direction else range(len(steps))
-        outputs = [None] * len(steps)
-        full = batch_sizes[0]
-        for t in order:
-            bs = batch_sizes[t]
+        n = batch_sizes.shape[0]
+        full = int(batch_sizes[0])
+        outputs = []
+        for i in range(n):
+            t = n - 1 - i if direction else i
+            x = steps[t]
+            bs = x.shape[0]  # batch_sizes[t]: the step's rows (one size for x and state)
             if bs == full:
-                state = _cell(self.mode, steps[t], state, *w)
-                outputs[t] = state[0] if lstm else state
-                continue
-            active = (state[0][:bs], state[1][:bs]) if lstm else state[:bs]
-            new = _cell(self.mode, steps[t], active, *w)
-            if lstm:
+                state = _cell(self.mode, x, state, *w)
+                outputs.append(state[0] if lstm else state)
+            elif lstm:
+                new = _cell(self.mode, x, (state[0][:bs], state[1][:bs]), *w)
                 state = (T.cat([new[0], state[0][bs:]], 0), T.cat([new[1], state[1][bs:]], 0))
-                outputs[t] = new[0]
+                outputs.append(new[0])
             else:
+                new = _cell(self.mode, x, state[:bs], *w)
                 state = T.cat([new, state[bs:]], 0)
-                outputs[t] = new
+                outputs.append(new)
+        if direction:  # produced last step first
+            ordered = []
+            for i in range(n):
+                ordered.append(outputs[n - 1 - i])
+            outputs = ordered
         return outputs, state
 
     def extra_repr(self) -> str:

@@ -47,6 +47,8 @@ def _slice_length(d, sl: slice):
     """Length of `range(d)[sl]`; exact for symbolic d when the step is 1 (guards
     record which side of each bound the size falls)."""
     start, stop, step = sl.start, sl.stop, sl.step
+    if step == -1 and start is None and stop is None:  # a reversal keeps every element
+        return d
     if step not in (None, 1):
         return len(range(*sl.indices(int(d))))
     start = 0 if start is None else (max(d + start, 0) if start < 0 else min(start, d))

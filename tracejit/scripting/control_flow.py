@@ -64,11 +64,24 @@ def suspended():
     """Run eagerly for a while, recording nothing."""
     rec = STATE.capture
     STATE.capture = None
+    if rec is not None:
+        rec.paused += 1  # sizes of the recording used meanwhile decide nothing recorded
     try:
         yield rec
     finally:
-        if rec is not None and not rec.aborted:
-            STATE.capture = rec
+        if rec is not None:
+            rec.paused -= 1
+            if not rec.aborted:
+                STATE.capture = rec
+
+
+def _give_up(rec, reason: str) -> None:
+    """Stop recording this call (it finishes eagerly; a later call records again)."""
+    dry, rec.dry = rec.dry, 0
+    try:
+        rec.abort(reason, final=False)
+    finally:
+        rec.dry = dry
 
 
 def _alias(t: Tensor) -> Tensor:
@@ -157,19 +170,71 @@ def _align(rec, scopes: list, n_carried: int) -> list:
 
 
 # ---- branches -------------------------------------------------------------------------------
+# ---- tuples of values travel as their elements -------------------------------------------------
+def _flatten(values, names):
+    """(leaves, their names, structure): tuples (an LSTM's (h, c)) become their elements."""
+    leaves, leaf_names = [], []
+
+    def walk(v, name):
+        if isinstance(v, tuple):
+            return (type(v), tuple(walk(x, f"{name}[{k}]") for k, x in enumerate(v)))
+        leaves.append(v)
+        leaf_names.append(name)
+        return None
+    spec = tuple(walk(v, names[k] if k < len(names) else f"result {k}")
+                 for k, v in enumerate(values))
+    return leaves, tuple(leaf_names), spec
+
+
+def _unflatten(spec, leaves):
+    it = iter(leaves)
+
+    def build(sp):
+        if sp is None:
+            return next(it)
+        kind, parts = sp
+        items = [build(p) for p in parts]
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)
+    return tuple(build(sp) for sp in spec)
+
+
+def _flat_fn(fn, in_spec, out_specs: list, lead: int = 0):
+    """fn over structured values as a function over leaves; the structures it returns
+    are kept in out_specs (to check that every path gives the same)."""
+    def run(*args):
+        out = fn(*args[:lead], *_unflatten(in_spec, args[lead:]))
+        leaves, _, spec = _flatten(tuple(out), ())
+        out_specs.append(spec)
+        return tuple(leaves)
+    return run
+
+
+def _same_structure(specs, where: str, what: str) -> None:
+    if any(sp != specs[0] for sp in specs[1:]):
+        raise ScriptError(f"{where}: {what} gives its variables other structures (tuples of "
+                          "other lengths, a tuple on one path and no tuple on the other)")
+
+
 def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
     """`if pred: <then> else: <else>` over the variables `names` the branches assign:
     each function takes their current values and returns their new ones."""
     rec = STATE.capture
     if rec is None or not isinstance(pred, Tensor):
         return tuple(then_fn(*values) if pred else else_fn(*values))
+    leaves, leaf_names, spec = _flatten(values, names)
+    fns = [lambda *v, f=f: tuple(f(*_unflatten(spec, v))) for f in (then_fn, else_fn)]
+    return _if(rec, pred, fns, tuple(leaves), spec, names)
+
+
+def _if(rec, pred, fns, values: tuple, spec, names: tuple):
+    """`values` are the variables' leaves (tuples flattened by `spec`); each function
+    takes them and returns the variables."""
     where = user_frame()
     taken = 0 if _truth(pred) else 1
     p = _predicate(pred)
     for x in values:  # a list a path may change is a list value from here on
         if _list_like(x):
             lists.value_of(rec, x)
-    fns = (then_fn, else_fn)
     scopes, results, entries = [None, None], [None, None], [None, None]
     for k in (taken, 1 - taken):
         dry = k != taken
@@ -181,20 +246,50 @@ def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
             entries[k] = _entry_aliases(rec, values)
             results[k] = tuple(fns[k](*_copies(rec, entries[k])))
         except Exception as err:
-            if not dry:
+            if not dry or isinstance(err, ScriptError):
                 raise
             if not rec.aborted:
-                rec.abort(f"the path not taken of the branch at {where} raised "
-                          f"{type(err).__name__}: {err} while it was recorded", final=False)
+                _give_up(rec, f"the path not taken of the branch at {where} raised "
+                              f"{type(err).__name__}: {err} while it was recorded")
         finally:
             rec.dry -= dry
             rec.close_scope(scope)
     if rec.aborted:
         return results[taken]
-    updated = _updated_in_place(rec, values, entries, results)
+    results, out_spec, leaf_names = _common_structure(results, names, where)
+    updated = _updated_in_place(rec, values, entries, results) if out_spec == spec else set()
     if rec.aborted:
-        return results[taken]
-    return _merge_branches(rec, p, scopes, results, taken, names, where, values, updated)
+        return _unflatten(out_spec, results[taken])
+    merged = _merge_branches(rec, p, scopes, results, taken, leaf_names, where, values,
+                             updated)
+    return _unflatten(out_spec, merged)
+
+
+def _common_structure(results, names, where):
+    """Both paths' variables as leaves of one structure. A variable one path leaves
+    undefined is undefined after the branch, whatever the other path gives it."""
+    if len(results[0]) != len(results[1]):
+        raise ScriptError(f"{where}: the two paths of a branch give different numbers of "
+                          f"results ({len(results[0])} and {len(results[1])})")
+    sides = [list(r) for r in results]
+    for k, (a, b) in enumerate(zip(*sides)):
+        if _flatten((a,), ())[2] == _flatten((b,), ())[2]:
+            continue
+        if _undefined_in(a) or _undefined_in(b):
+            name = names[k] if k < len(names) else f"result {k}"
+            sides[0][k] = sides[1][k] = Undefined(
+                name, f"it is assigned on one path of the branch at {where} only")
+            continue
+        raise ScriptError(f"{where}: variable '{names[k] if k < len(names) else k}' is "
+                          f"{_describe(a)} on one path of the branch and {_describe(b)} on "
+                          "the other (tuples must keep their length)")
+    leaves0, leaf_names, out_spec = _flatten(tuple(sides[0]), names)
+    leaves1 = _flatten(tuple(sides[1]), names)[0]
+    return [tuple(leaves0), tuple(leaves1)], out_spec, leaf_names
+
+
+def _undefined_in(x) -> bool:
+    return isinstance(x, Undefined) or (isinstance(x, tuple) and any(map(_undefined_in, x)))
 
 
 def _entry_aliases(rec, values) -> list:
@@ -405,6 +500,27 @@ def _python_loop(items, cond_fn, body_fn, values: tuple, names):
 
 
 def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
+    """A loop node over the leaves of the variables (tuples travel as their elements)."""
+    leaves, leaf_names, spec = _flatten(values, names)
+    out_specs: list = []
+    cond = None if cond_fn is None else (
+        lambda *v: cond_fn(*_unflatten(spec, v)))
+    local = [k for k, v in enumerate(values) if isinstance(v, Undefined)]
+    if local:  # assigned in the body only: what it gives them stays inside the loop
+        inner = body_fn
+
+        def body_fn(*args):
+            out = list(inner(*args))
+            for k in local:
+                out[k] = values[k]
+            return tuple(out)
+    body = _flat_fn(body_fn, spec, out_specs, lead=1 if bounds else 0)
+    out = _loop_leaves(rec, tuple(leaves), leaf_names, cond, body, bounds)
+    _same_structure([spec] + out_specs, user_frame(), "a loop body")
+    return _unflatten(spec, out)
+
+
+def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
     """Record a loop node: the condition and the body once each, over block arguments for
     the carried variables; then finish the loop eagerly so the call keeps eager's values."""
     where = user_frame()
@@ -483,9 +599,8 @@ def _loop(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         if go or isinstance(err, ScriptError):
             raise
         if not rec.aborted:
-            rec.abort(f"the body of the loop at {where}, recorded without running (no "
-                      f"iteration in this call), raised {type(err).__name__}: {err}",
-                      final=False)
+            _give_up(rec, f"the body of the loop at {where}, recorded without running (no "
+                          f"iteration in this call), raised {type(err).__name__}: {err}")
     finally:
         rec.dry -= not go
         rec.close_scope(scope)

@@ -10,7 +10,7 @@ length is fixed when the function is compiled, and everything on them is unrolle
 from __future__ import annotations
 
 from ..ir.graph import LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK, ListType, Value
-from ..ir.symbolic import SymInt
+from ..ir.symbolic import SymInt, hint_of, is_dynamic
 from ..tensor.dispatch import user_frame
 from ..tensor.tensor import Tensor
 from . import control_flow as cf
@@ -44,20 +44,35 @@ def bind(rec, xs: list, v: Value) -> None:
 
 
 def _elem(rec, t: Tensor, elem):
+    """The element type of a list holding `elem`-typed elements and now `t`: sizes that
+    differ between elements (a step's active rows) become a symbol of their own, which
+    every read of an element binds from that element."""
     v = rec.value_of(t)
     mine = (v.dtype, tuple(v.shape))
     if elem is None:
         return mine
     from ..ir.passes.rewrite import same_dim
 
-    if elem[0] is not mine[0] or len(elem[1]) != len(mine[1]) or not all(
-            same_dim(a, b) for a, b in zip(elem[1], mine[1])):
+    if elem[0] is not mine[0] or len(elem[1]) != len(mine[1]):
         from ..ir.printer import format_type
 
-        raise cf.ScriptError(f"{user_frame()}: a list built in a loop or branch holds one type "
-                          f"of tensor; {format_type(Value(*elem), {})} and "
-                          f"{format_type(v, {})} were added")
-    return elem
+        raise cf.ScriptError(f"{user_frame()}: a list built in a loop or branch holds "
+                             f"tensors of one dtype and rank; {format_type(Value(*elem), {})}"
+                             f" and {format_type(v, {})} were added")
+    shape = tuple(a if same_dim(a, b) or _varying(rec, a) else _new_varying(rec, b)
+                  for a, b in zip(elem[1], mine[1]))
+    return elem[0], shape
+
+
+def _varying(rec, size) -> bool:
+    """A list's own symbol for a size that varies between its elements (never bound)."""
+    return isinstance(size, SymInt) and size.source() in rec.varying_symbols
+
+
+def _new_varying(rec, like) -> SymInt:
+    sym = rec.new_symbol(int(hint_of(like)))
+    rec.varying_symbols.add(sym.source())
+    return sym
 
 
 def append(rec, xs: list, t) -> None:
@@ -66,9 +81,7 @@ def append(rec, xs: list, t) -> None:
                           f"loop or a branch on a tensor builds (got {type(t).__name__})")
     v = value_of(rec, xs)
     ltype = v.dtype
-    elem = _elem(rec, t, ltype.elem)
-    if ltype.elem is None:
-        ltype.elem = elem
+    ltype.elem = _elem(rec, t, ltype.elem)
     node = rec._add(LIST_APPEND, [v, rec.value_of(t)], {}, [(ltype, ())], user_frame())
     xs.append(t)
     bind(rec, xs, node.output)
@@ -94,7 +107,14 @@ def get(rec, xs: list, index):
         raise IndexError("list index out of range")
     t = xs[hint]
     dtype, shape = v.dtype.elem
-    node = rec._add(LIST_GET, [v], {"index": index}, [(dtype, shape)], user_frame())
+    # a size of the elements that a loop body bound differs from element to element:
+    # the element read gets a fresh symbol, bound from its own shape
+    binds = [(d, rec.new_symbol(t._data.shape[d])) for d, size in enumerate(shape)
+             if is_dynamic(size)]
+    shape = tuple(dict(binds).get(d, size) for d, size in enumerate(shape))
+    node = rec._add(LIST_GET, [v], {"index": index,
+                                    "binds": [(d, sym.source()) for d, sym in binds]},
+                    [(dtype, shape)], user_frame())
     out = _fresh(t)
     rec.bind(out, node.output)
     return out
@@ -110,16 +130,22 @@ def combine(rec, how: str, xs: list, dim: int):
         raise cf.ScriptError(f"{user_frame()}: tj.{how} of a list that has no element when "
                           "the function is compiled")
     dtype, shape = v.dtype.elem
-    sym = rec.new_symbol(len(xs))
     ndim = len(shape) + (how == "stack")
     d = dim + ndim if dim < 0 else dim
+    with cf.suspended():
+        result = (T.stack if how == "stack" else T.cat)(list(xs), d)
+    # the symbol is bound to the joined dimension: the list's length for stack, the sum of
+    # the elements' sizes for cat (which may differ from element to element)
+    sym = rec.new_symbol(result._data.shape[d])
     if how == "stack":
         out_shape = shape[:d] + (sym,) + shape[d:]
     else:
-        out_shape = shape[:d] + (sym * shape[d],) + shape[d + 1:]
-    with cf.suspended():
-        result = (T.stack if how == "stack" else T.cat)(list(xs), d)
-    node = rec._add(LIST_STACK, [v], {"how": how, "dim": d, "symbol": sym.source()},
+        out_shape = shape[:d] + (sym,) + shape[d + 1:]
+    binds = [(k, rec.new_symbol(result._data.shape[k])) for k, size in enumerate(out_shape)
+             if k != d and is_dynamic(size)]  # sizes the elements' own reads bound
+    out_shape = tuple(dict(binds).get(k, size) for k, size in enumerate(out_shape))
+    node = rec._add(LIST_STACK, [v], {"how": how, "dim": d, "symbol": sym.source(),
+                                      "binds": [(k, b.source()) for k, b in binds]},
                     [(dtype, out_shape)], user_frame())
     rec.bind(result, node.output)
     return result

@@ -210,6 +210,8 @@ def clone(obj, memo=None):
             data = obj.detach().numpy().copy(order="K")
             memo[id(obj)] = from_numpy(data).requires_grad_(obj.requires_grad)
         return memo[id(obj)]
+    if hasattr(obj, "_fields"):  # a namedtuple (PackedSequence)
+        return type(obj)(*(clone(v, memo) for v in obj))
     if isinstance(obj, (tuple, list)):
         return type(obj)(clone(v, memo) for v in obj)
     if isinstance(obj, dict):

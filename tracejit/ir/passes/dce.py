@@ -11,15 +11,15 @@ from __future__ import annotations
 from ...ops import OPS
 from ...ops.indexing import Slot
 from ...ops.registry import RANDOM
-from ..graph import BIND, CONTROL, GUARD, LIST_LEN, LIST_STACK, RAISE, Graph, Value
+from ..graph import BIND, CONTROL, GUARD, LIST_GET, LIST_LEN, LIST_STACK, RAISE, Graph, Value
 from .rewrite import Builder
 
 
 def _has_effect(node) -> bool:
     if node.op in (GUARD, RAISE, BIND, LIST_LEN):  # a bound size may be read later
         return True
-    if node.op == LIST_STACK:  # it binds the length too
-        return True
+    if node.op == LIST_STACK or (node.op == LIST_GET and node.attrs.get("binds")):
+        return True  # it binds sizes too
     if node.op in CONTROL:
         if node.attrs.get("sizes") or node.attrs.get("carried_sizes"):
             return True  # it binds sizes later nodes may read
