@@ -212,8 +212,9 @@ class Recorder:
         """bool(t), t.item(), int(t), float(t): the value becomes a guard in the graph —
         except an integer read by scripted code, which becomes a size from data."""
         value = t._data.reshape(()).item()
-        if self.script and kind in ("int", "item") and t._data.dtype.kind in "iu":
-            return self.data_size(t, value)
+        if self.script and ((kind in ("int", "item") and t._data.dtype.kind in "iu") or
+                            (kind == "int" and t._data.dtype.kind == "f")):
+            return self.data_size(t, int(value))
         self._guard_node(t, kind, value)
         return value
 

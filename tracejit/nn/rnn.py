@@ -254,16 +254,12 @@ class _RNNBase(Module):
         w = self._weights(layer, direction)
         lstm = self.mode == "LSTM"
         n = batch_sizes.shape[0]
-        full = int(batch_sizes[0])
         outputs = []
         for i in range(n):
             t = n - 1 - i if direction else i
             x = steps[t]
             bs = x.shape[0]  # batch_sizes[t]: the step's rows (one size for x and state)
-            if bs == full:
-                state = _cell(self.mode, x, state, *w)
-                outputs.append(state[0] if lstm else state)
-            elif lstm:
+            if lstm:
                 new = _cell(self.mode, x, (state[0][:bs], state[1][:bs]), *w)
                 state = (T.cat([new[0], state[0][bs:]], 0), T.cat([new[1], state[1][bs:]], 0))
                 outputs.append(new[0])

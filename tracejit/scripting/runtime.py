@@ -8,6 +8,7 @@ import weakref
 
 from ..autograd.grad_mode import STATE
 from ..ir.graph import RAISE
+from ..ir.symbolic import SymInt, hint_of, is_dynamic
 from ..tensor.dispatch import user_frame
 from ..tensor.tensor import Tensor
 from . import lists
@@ -181,8 +182,23 @@ def call(f, *args, **kwargs):
         return args[0].shape[0]  # a size, not a guarded int
     if f is builtins.int and len(args) == 1 and isinstance(args[0], Tensor):
         return rec.read(args[0], "int")
+    if f in (builtins.min, builtins.max) and len(args) > 1 and not kwargs and \
+            any(is_dynamic(a) for a in args) and all(_is_size(a) for a in args):
+        return _extremum(rec, f.__name__, args)
     target = _target(f)
     return (target or f)(*args, **kwargs)
+
+
+def _is_size(x) -> bool:
+    return isinstance(x, SymInt) or (isinstance(x, int) and not isinstance(x, bool))
+
+
+def _extremum(rec, name: str, args) -> SymInt:
+    """min/max of sizes, one of them from data: a size computed when the program runs."""
+    hint = builtins.min(hint_of(a) for a in args) if name == "min" else \
+        builtins.max(hint_of(a) for a in args)
+    parts = ", ".join(a.source() if isinstance(a, SymInt) else str(a) for a in args)
+    return SymInt(hint, None, rec, f"{name}({parts})")
 
 
 def _list_call(rec, f, args, kwargs):

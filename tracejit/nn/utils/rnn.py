@@ -58,10 +58,10 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
                            f"length {input.shape[0]}")
     order = sorted(range(len(lens)), key=lambda i: -lens[i])
     sorted_indices = unsorted_indices = None
-    if order != list(range(len(lens))):
-        if enforce_sorted:
-            raise RuntimeError("pack_padded_sequence: lengths must be sorted in decreasing "
-                               "order when enforce_sorted=True (or pass enforce_sorted=False)")
+    if enforce_sorted and order != list(range(len(lens))):
+        raise RuntimeError("pack_padded_sequence: lengths must be sorted in decreasing "
+                           "order when enforce_sorted=True (or pass enforce_sorted=False)")
+    if not enforce_sorted:  # as PyTorch: the permutation is kept even when it is the identity
         sorted_indices = tensor(order)
         unsorted_indices = tensor(np.argsort(order).tolist())
         input = F.index_select(input, 1, sorted_indices)
