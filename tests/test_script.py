@@ -356,3 +356,91 @@ def test_lists_whose_length_is_decided_when_the_program_runs(fn):
     sf = agree(fn, *[Call(rg(tj.randn(n, 3) + s)) for n, s in
                      [(3, 0.5), (5, -0.5), (8, 0.5), (4, -0.5)]])
     assert "list" in str(sf.graph)
+
+
+# ---- what script mode refuses: a ScriptError naming the construct, the file and the line -------
+def _line_of(fn, text: str) -> int:
+    import inspect
+
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+def uses_try(x):
+    try:
+        y = x * 2
+    except ValueError:
+        y = x
+    return y
+
+
+def uses_yield(x):
+    yield x
+
+
+def uses_global(x):
+    global _G
+    _G = x
+    return x
+
+
+def returns_in_loop(x):
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            return x[i]
+    return x[0]
+
+
+def loop_else(x):
+    while x.sum() < 3:
+        x = x + 1
+    else:
+        x = x * 2
+    return x
+
+
+def uses_del(x):
+    y = x * 2
+    del y
+    return x
+
+
+@pytest.mark.parametrize("fn,construct,marker", [
+    (uses_try, "try/except", "try:"), (uses_yield, "yield", "yield x"),
+    (uses_global, "global", "global _G"), (returns_in_loop, "return inside a loop", "return x[i]"),
+    (loop_else, "else clause", "while x.sum()"), (uses_del, "del", "del y")],
+    ids=["try", "yield", "global", "return-in-loop", "loop-else", "del"])
+def test_an_unsupported_construct_is_refused_when_scripted(fn, construct, marker):
+    with pytest.raises(tj.jit.ScriptError) as err:
+        tj.script(fn)
+    message = str(err.value)
+    assert construct in message
+    assert f"{__file__}:{_line_of(fn, marker)}" in message
+
+
+def branch_changes_type(x):
+    if x.sum() > 0:
+        y = x
+    else:
+        y = x.sum()
+    return y
+
+
+def loop_changes_type(x):
+    while x.sum() < 10:
+        x = tj.cat([x, x])
+    return x
+
+
+def test_a_variable_whose_type_depends_on_the_path_is_refused_at_its_first_call():
+    for fn, marker, what in [(branch_changes_type, "if x.sum() > 0", "type f32[B] on one path"),
+                             (loop_changes_type, "while x.sum() < 10", "changes type in the loop")]:
+        sf = tj.script(fn)
+        with pytest.raises(tj.jit.ScriptError) as err:
+            sf(tj.ones(3))
+        assert what in str(err.value) and f"{__file__}:{_line_of(fn, marker)}" in str(err.value)
+
+
+def test_a_lambda_is_refused():
+    with pytest.raises(tj.jit.ScriptError, match="defined with def"):
+        tj.script(lambda x: x)

@@ -376,7 +376,7 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             name = [n for n, kd in zip(names, kinds) if kd in ("tensor", "bool", "list")]
             raise ScriptError(
                 f"{where}: variable '{name[k] if k < len(name) else k}' has type "
-                f"{_type(a)} on one path of the branch and {_type(b)} on the other; both "
+                f"{_type(rec, a)} on one path of the branch and {_type(rec, b)} on the other; both "
                 "paths must give it the same type")
     operands = _align(rec, scopes, 0)
     size_syms = [rec.new_symbol(int(hint_of(x)))
@@ -435,10 +435,10 @@ def unify(a: Value, b: Value) -> bool:
     return True
 
 
-def _type(v: Value) -> str:
+def _type(rec, v: Value) -> str:
     from ..ir.printer import format_type
 
-    return format_type(v, {})
+    return format_type(v, rec.graph.symbols)
 
 
 # ---- loops ----------------------------------------------------------------------------------
@@ -667,7 +667,7 @@ def _body_yields(rec, scope, kinds, values, out, names, where) -> None:
             if not unify(v, start):
                 raise ScriptError(
                     f"{where}: variable '{names[k]}' changes type in the loop, from "
-                    f"{_type(start)} to {_type(v)}; a loop must keep the types of the "
+                    f"{_type(rec, start)} to {_type(rec, v)}; a loop must keep the types of the "
                     "variables it carries")
             yields.append(v)
         elif kind == "list":

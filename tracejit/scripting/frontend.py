@@ -423,7 +423,7 @@ class _Converter(ast.NodeTransformer):
         out += _load_maybe(names)
         out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
                    ast.Expr(value=call))
-        return [ast.copy_location(s, node) for s in out]
+        return [_at(s, node) for s in out]
 
     def visit_While(self, node):
         self.generic_visit(node)
@@ -442,7 +442,7 @@ class _Converter(ast.NodeTransformer):
                      ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load()))
         out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
                    ast.Expr(value=call))
-        return [ast.copy_location(s, node) for s in out]
+        return [_at(s, node) for s in out]
 
     def visit_For(self, node):
         self.generic_visit(node)
@@ -474,7 +474,7 @@ class _Converter(ast.NodeTransformer):
             call = ast.Call(func=_rt("for_each"), args=[node.iter] + tail, keywords=[])
         out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
                    ast.Expr(value=call))
-        return [ast.copy_location(s, node) for s in out]
+        return [_at(s, node) for s in out]
 
 
 def _index(expr):
@@ -485,6 +485,18 @@ def _index(expr):
     if isinstance(expr, ast.Tuple):
         return ast.Tuple(elts=[_index(e) for e in expr.elts], ctx=ast.Load())
     return expr
+
+
+def _at(stmt, node):
+    """A generated statement placed on the line of the statement it stands for (one line:
+    errors and guards then name the `if`/`while`/`for` line itself)."""
+    for n in ast.walk(stmt):
+        if "lineno" in n._attributes and not hasattr(n, "lineno"):
+            n.lineno = n.end_lineno = node.lineno
+            n.col_offset = n.end_col_offset = node.col_offset
+    stmt.lineno = stmt.end_lineno = node.lineno
+    stmt.col_offset, stmt.end_col_offset = node.col_offset, node.col_offset
+    return stmt
 
 
 def _is_runtime_call(node) -> bool:
