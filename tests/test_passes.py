@@ -217,7 +217,7 @@ def test_pipeline_keeps_traced_results_equal_to_eager():
         for a, b in zip(tf(xx, w), f(xx, w)):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
     assert [name for name, _, _ in tf.traces[0].stages] == [
-        "trace", "dce", "cse", "fold_constants", "simplify", "dce", "fuse"]
+        "trace", "dce", "cse", "fold_constants", "simplify", "hoist_invariants", "dce", "fuse"]
 
 
 def test_passes_log(monkeypatch, capsys):

@@ -30,6 +30,8 @@ def _parse_input(spec: str):
 
     import tracejit as tj
 
+    if re.fullmatch(r"\s*-?[0-9]+\s*", spec):  # a Python int (a scripted `n: int`)
+        return int(spec)
     m = re.fullmatch(r"\s*([a-z0-9]+)\[([0-9, ]*)\]\s*", spec)
     if not m:
         raise SystemExit(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[8,784]")
@@ -59,8 +61,16 @@ def _dump(args) -> int:
     inputs = tuple(_parse_input(s) for s in args.input)
     backend = "numba" if args.code or args.backward else "auto"
     if args.backward:  # float inputs require grad, so the trace records a backward
-        inputs = tuple(t.requires_grad_() if t.is_floating_point() else t for t in inputs)
-    traced = tj.trace(obj, inputs, backend=backend)
+        inputs = tuple(t.requires_grad_() if isinstance(t, tj.Tensor) and
+                       t.is_floating_point() else t for t in inputs)
+    if isinstance(obj, (tj.jit.ScriptFunction, tj.jit.ScriptModule)):
+        traced = obj
+        traced(*inputs)
+    elif args.script:
+        traced = tj.script(obj, backend=backend)
+        traced(*inputs)  # a scripted function is compiled at its first call
+    else:
+        traced = tj.trace(obj, inputs, backend=backend)
     stages = traced.traces[0].stages
     for _name, graph, _ in (stages if args.stages else stages[-1:]):
         print(graph.format(sources=args.sources))
@@ -69,6 +79,10 @@ def _dump(args) -> int:
         out = traced(*inputs)
         first = out[0] if isinstance(out, (tuple, list)) else out
         first.sum().backward()  # builds and runs the compiled backward
+        if traced.backward_graph is None:
+            print("# no compiled backward: gradients through branches and loops are "
+                  "recorded by eager autograd, op by op")
+            return 0
         for _name, graph, _ in (traced.traces[0].backwards[0].stages if args.stages else
                                 [("", traced.backward_graph, 0)]):
             print(graph.format(sources=args.sources))
@@ -126,6 +140,8 @@ def main(argv=None) -> int:
     dump.add_argument("--input", action="append", default=[],
                       help="an example input, e.g. f32[8,784] (repeat for each argument)")
     dump.add_argument("--sources", action="store_true", help="show the source line of nodes")
+    dump.add_argument("--script", action="store_true",
+                      help="compile with tj.script (control flow kept) instead of tj.trace")
     dump.add_argument("--guards", action="store_true", help="list the trace's guards")
     dump.add_argument("--backward", action="store_true",
                       help="float inputs require grad: also print the compiled backward graph")

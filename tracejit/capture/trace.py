@@ -253,6 +253,8 @@ class TracedFunction:
     `stats`, `explain()`.
     """
 
+    _made_by = "trace"  # the first stage's name in dumps
+
     def __init__(self, fn, example_inputs, *, backend: str = "auto",
                  budget: int = DEFAULT_BUDGET, name: str | None = None):
         if backend == "cuda":
@@ -395,6 +397,7 @@ class TracedFunction:
         tensors, others = [], []
         spec = flatten((args, kwargs), tensors, others)
         rec = Recorder(self.name)
+        rec.graph.made_by = self._made_by
         for k, t in enumerate(tensors):
             rec.add_input(t, _arg_name(self._signature_fn(), k, spec), "arg", symbolic=True)
         params = self._param_inputs()
@@ -506,8 +509,13 @@ class TracedFunction:
             lines.append(f"\ntrace {k}: {passes} nodes; guards:")
             for g in tr.guards.guards + tr.value_guards():
                 lines.append(f"  - {g}")
+            data_sizes = _data_sizes(tr.graph)
+            if data_sizes:
+                lines.append("  sizes from data (bound when the program runs, never "
+                             "guarded):")
+                lines += [f"  - {d}" for d in data_sizes]
             if tr.graph.notes:
-                lines.append("  fusion decisions:")
+                lines.append("  pass decisions:")
                 lines += [f"  - {n}" for n in tr.graph.notes]
             for j, bt in enumerate(tr.backwards, 1):
                 passes = " -> ".join(f"{name} ({len(g.nodes)})" for name, g, _ in bt.stages)
@@ -524,6 +532,22 @@ class TracedFunction:
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self.name}: {len(self.traces)} trace(s)>"
+
+
+def _data_sizes(graph) -> list[str]:
+    """What binds each size symbol of a script graph: a tensor read, a loop's counter, a
+    list's length."""
+    from ..ir.graph import BIND, LOOP
+
+    names = {v: v.name for v in graph.inputs}
+    out = []
+    for n in graph.walk():
+        if n.op == BIND:
+            src = names.get(n.inputs[0], "a value")
+            out.append(f"{n.attrs['symbol']} = size({src})  ({n.source})")
+        elif n.op == LOOP and n.attrs.get("index"):
+            out.append(f"{n.attrs['index']} = the iteration of the loop at {n.source}")
+    return out
 
 
 def _arg_name(fn, k: int, spec) -> str:

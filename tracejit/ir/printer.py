@@ -108,7 +108,7 @@ def format_graph(graph: Graph, sources: bool = False) -> str:
 
 def _count(graph: Graph) -> str:
     """Nodes at the top level, and in regions of branches and loops when there are any."""
-    inner = sum(len(r.nodes) for n in graph.nodes if n.op in CONTROL for r in n.regions)
+    inner = sum(1 for _ in graph.walk()) - len(graph.nodes)
     return f"{len(graph.nodes)}" + (f" + {inner} in regions" if inner else "")
 
 

@@ -22,6 +22,8 @@ class _Scripted:
     """What scripted functions and modules share: running the converted code under the
     recorder in script mode, and the annotations' checks."""
 
+    _made_by = "script"
+
     def _run_converted(self, fn, args, kwargs):
         rec = STATE.capture
         if rec is None:

@@ -16,9 +16,10 @@ from .dce import dce
 from .cse import cse
 from .fold import fold_constants
 from .fuse import fuse
+from .licm import hoist_invariants
 from .simplify import simplify
 
-DEFAULT_PIPELINE = (dce, cse, fold_constants, simplify, dce, fuse)
+DEFAULT_PIPELINE = (dce, cse, fold_constants, simplify, hoist_invariants, dce, fuse)
 
 
 class PassManager:
@@ -45,4 +46,5 @@ class PassManager:
         return stages
 
 
-__all__ = ["PassManager", "DEFAULT_PIPELINE", "dce", "cse", "fold_constants", "simplify", "fuse"]
+__all__ = ["PassManager", "DEFAULT_PIPELINE", "dce", "cse", "fold_constants", "simplify",
+           "hoist_invariants", "fuse"]

@@ -26,6 +26,12 @@ def cse(graph: Graph) -> Graph:
                     b.map[old] = new
                 continue
             seen[key] = b.copy(node)
+        elif node.op == GUARD:  # the same check of the same value twice: once is enough
+            key = ("guard", id(b.get(node.inputs[0])), attrs_key(
+                {k: v for k, v in node.attrs.items() if k != "expected"}),
+                   value_key(node.attrs["expected"]))
+            if key not in seen:
+                seen[key] = b.copy(node)
         else:
             b.copy(node)
     return b.finish()
