@@ -8,7 +8,6 @@ import pytest
 
 import tracejit as tj
 from tracejit.ir.graph import IF, LOOP
-from tracejit.ir.passes import PassManager
 from tracejit.ir.verifier import VerificationError, verify
 
 
@@ -110,7 +109,7 @@ def test_loop_invariant_ops_move_in_front_of_the_loop():
 
 def indexed_in_loop(x, idx, n: int):
     s = x[0] * 0
-    for i in range(n):
+    for _ in range(n):
         s = s + x[idx] + tj.rand(3)
     return s
 
