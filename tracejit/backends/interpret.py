@@ -88,7 +88,9 @@ class Interpreter:
     """A graph prepared for repeated runs: values live in a list, each step knows the
     slots it reads and writes and which dispatch entry to call."""
 
-    def __init__(self, graph: Graph, backend: str = "interpret"):
+    def __init__(self, graph: Graph, backend: str = "interpret", owner=None):
+        """`owner`: the compiled script graph this is part of; on the numba backend its
+        straight-line parts then run as compiled segments (forward and backward)."""
         from ..ops.registry import ELEMENTWISE
         from ..tensor.dispatch import binary, unary
 
@@ -96,7 +98,23 @@ class Interpreter:
         self.backend = backend
         slot = {v: i for i, v in enumerate(graph.inputs)}
         self.steps = []
+        segments = {}
+        if backend == "numba" and owner is not None and getattr(owner, "control_flow", False):
+            segments = _segments(graph, owner)
+        skip = set()
         for node in graph.nodes:
+            if id(node) in skip:
+                continue
+            seg = segments.get(id(node))
+            if seg is not None:  # a compiled straight-line part: its nodes are one step
+                skip.update(seg.node_ids)
+                reads = [(slot[v], None) for v in seg.reads]
+                outs = []
+                for v in seg.writes:
+                    slot[v] = len(slot)
+                    outs.append(slot[v])
+                self.steps.append(("segment", seg.grad_mode, seg, reads, None, outs))
+                continue
             reads = [slot[x] if isinstance(x, Value) else None for x in node.inputs]
             consts = [None if isinstance(x, Value) else _precompile(x) for x in node.inputs]
             if node.op == GUARD:
@@ -107,7 +125,7 @@ class Interpreter:
                 for v in node.outputs:
                     slot[v] = len(slot)
                     outs.append(slot[v])
-                self.steps.append((node.op, node, _control(node, backend),
+                self.steps.append((node.op, node, _control(node, backend, owner),
                                    list(zip(reads, consts)), None, outs))
                 continue
             if node.op == FUSED:  # run the region's ops one by one
@@ -168,6 +186,12 @@ class Interpreter:
                 if STATE.capture is not None:
                     STATE.capture.replay_guard(node, vals[op])
                 continue
+            if kind == "segment":
+                STATE.grad_enabled = node and record  # node: the segment's grad mode
+                results = op.call([vals[r] for r, _ in reads])
+                for i, v in zip(out, results):
+                    vals[i] = v
+                continue
             if kind in _SCRIPT_STEPS:
                 args = [vals[r] if r is not None else _resolve(c, env) for r, c in reads]
                 for i, v in zip(out, _SCRIPT_STEPS[kind](node, op, args, env, record)):
@@ -195,10 +219,10 @@ class Interpreter:
 
 
 # ---- script graphs: branches, loops and sizes from data ---------------------------------------
-def _control(node, backend: str):
+def _control(node, backend: str, owner=None):
     """What a script node's step needs prepared: interpreters of its regions, its sizes."""
     if node.op in (IF, LOOP):
-        regions = [Interpreter(r, backend) for r in node.regions]
+        regions = [Interpreter(r, backend, owner) for r in node.regions]
         return regions, {k: _precompile(v) for k, v in node.attrs.items()}
     return None, {k: _precompile(v) for k, v in node.attrs.items()}
 
@@ -297,3 +321,85 @@ _SCRIPT_STEPS = {IF: _run_if, LOOP: _run_loop, BIND: _run_bind, SIZE: _run_size,
                  RAISE: _run_raise, LIST: _run_list, LIST_APPEND: _run_list_append,
                  LIST_GET: _run_list_get, LIST_LEN: _run_list_len,
                  LIST_STACK: _run_list_stack}
+
+
+# ---- compiled segments of script graphs -----------------------------------------------------------
+MIN_SEGMENT_NODES = 2
+
+
+def _segmentable(node) -> bool:
+    if node.op == FUSED:
+        return True
+    op = OPS[node.op] if node.op in OPS else None
+    return op is not None and not op.data_dependent
+
+
+def _size_symbols(node) -> set:
+    from ..ir.symbolic import symbols_in
+
+    found: set = set()
+    map_leaves((node.inputs, tuple(node.attrs.values()), [v.shape for v in node.outputs]),
+               SymInt, lambda s: found.update(symbols_in(s.source())))
+    return found
+
+
+def _plain_symbols(values) -> set:
+    from ..ir.symbolic import plain_symbol
+
+    return {plain_symbol(d) for v in values for d in v.shape} - {None}
+
+
+def _segments(graph: Graph, owner) -> dict:
+    """{id(first node): Segment} for the maximal runs of table ops (and fused kernels)
+    whose sizes their inputs' shapes give: each runs as one compiled call."""
+    runs, run = [], []
+    inside, external = set(), []
+
+    def close():
+        if len(run) >= MIN_SEGMENT_NODES:
+            runs.append(list(run))
+        run.clear()
+        inside.clear()
+        external.clear()
+
+    for node in graph.nodes:
+        if not _segmentable(node) or (run and node.grad_mode != run[0].grad_mode):
+            close()
+            if not _segmentable(node):
+                continue
+        ext = [x for x in node.inputs if isinstance(x, Value) and x not in inside]
+        if not _size_symbols(node) <= _plain_symbols(external + ext):
+            close()
+            ext = [x for x in node.inputs if isinstance(x, Value)]
+            if not _size_symbols(node) <= _plain_symbols(ext):
+                continue  # its sizes come from elsewhere: it runs as a step of its own
+        run.append(node)
+        external.extend(x for x in ext if not any(x is e for e in external))
+        inside.update(node.outputs)
+    close()
+    if not runs:
+        return {}
+    from ..capture.compiled import Segment
+
+    later: dict = {}  # value -> index of the last node reading it (or len: an output)
+    order = {id(n): k for k, n in enumerate(graph.nodes)}
+    for n in graph.nodes:
+        for x in n.inputs:
+            if isinstance(x, Value):
+                later[x] = max(later.get(x, -1), order[id(n)])
+    for v in list(graph.outputs) + [v for _, v in graph.mutations]:
+        later[v] = len(graph.nodes)
+    out = {}
+    for k, nodes in enumerate(runs):
+        last = order[id(nodes[-1])]
+        produced = [v for n in nodes for v in n.outputs]
+        writes = [v for v in produced if later.get(v, -1) > last]
+        seen, reads = set(produced), []
+        for n in nodes:
+            for x in n.inputs:
+                if isinstance(x, Value) and x not in seen:
+                    seen.add(x)
+                    reads.append(x)
+        out[id(nodes[0])] = Segment(graph, nodes, reads, writes, owner,
+                                    f"{graph.name}_part{k}")
+    return out

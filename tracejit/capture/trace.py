@@ -9,7 +9,6 @@ warning names the guard that kept failing.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import warnings
 from collections import Counter
@@ -17,27 +16,17 @@ from collections import Counter
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from ..backends.interpret import GuardMiss, Interpreter, _precompile, _resolve
+from ..backends.interpret import GuardMiss, _precompile, _resolve
 from ..ir.symbolic import has_sym, hint_of
 from ..tensor.dispatch import user_stacklevel
 from ..tensor.tensor import Tensor
-from .autodiff import BackwardTrace, traced_call
+from .compiled import CompiledGraph, log, program_for as _program_for
 from .guards import EntryGuards, Guard
 from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
 
 DEFAULT_BUDGET = 8
 _SCALAR_TYPES = frozenset({int, float, bool, str, type(None)})
-BACKWARD_BUDGET = 4  # compiled backwards per trace (for size relations only they decide)
-
-
-def _log_topics() -> set:
-    return {t.strip() for t in os.environ.get("TRACEJIT_LOG", "").split(",") if t.strip()}
-
-
-def log(topic: str, message: str) -> None:
-    if topic in _log_topics():
-        print(f"[tracejit:{topic}] {message}", file=sys.stderr)
 
 
 # ---- argument flattening (tensors anywhere in tuples, lists, dicts) -------------------------
@@ -93,7 +82,7 @@ def unflatten(spec, tensors: list, others: list, inputs: list = ()):
     return tag(*items) if hasattr(tag, "_fields") else tag(items)  # namedtuples by field
 
 
-class Trace:
+class Trace(CompiledGraph):
     """One captured path: graph, entry guards and the prepared backend."""
 
     def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
@@ -126,34 +115,20 @@ class Trace:
                             not t._data.flags.c_contiguous]
         self.out_others = [_precompile(v) for v in out_others]
         self._sized_outs = any(has_sym(v) for v in out_others)
-        self.backend = backend
-        # branches and loops run op by op through eager autograd when gradients are
-        # recorded (exact; each region's ops are fused kernels when they are not)
-        self.control_flow = self.graph.has_control_flow()
-        self.runner = Interpreter(self.graph, backend)
-        self._program = _UNSET  # the host program for calls that record no gradient
-        self.backwards: list = []  # BackwardTraces, built by calls recording gradients
-        self.stats: dict = {}      # the owning TracedFunction's stats (set by it)
-        self._backward_failed = False
-        self._lock = threading.Lock()
+        self.stats: dict = {}  # the owning TracedFunction's stats (set by it)
+        CompiledGraph.__init__(self, self.graph, backend, self.bindings, self.shape_guards)
 
     def value_guards(self) -> list[Guard]:
         return [Guard(f"value of {n.attrs['kind']}() read == {_short(n.attrs['expected'])}",
                       n.source) for n in self.recorded.nodes if n.op == "guard"]
 
     def run(self, tensors: list):
-        bt = None
-        if self.backend == "numba" and STATE.grad_enabled and not self.graph.mutations and \
-                not self.control_flow and any(t._rg for t in tensors):
-            bt = self.backward_trace(tensors)
         env = None
-        if bt is not None:
-            outs = traced_call(bt, self, tensors)
-        elif self.control_flow:  # sizes from data are bound in env as the program runs
+        if self.control_flow:  # sizes from data are bound in env as the program runs
             env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
             outs = self.runner.run(tensors, env)
         else:
-            outs = self.run_forward(tensors)
+            outs = self.call(tensors)
         for k, order in self.out_layouts:  # kernels write row-major; eager kept a layout
             d = outs[k]._data
             if d.flags.c_contiguous and d.ndim > 1 and d.size > 1:
@@ -166,71 +141,8 @@ class Trace:
             others = [_resolve(v, env) for v in others]
         return unflatten(self.out_spec, outs, others, tensors)
 
-    def run_forward(self, tensors: list) -> list:
-        program = self._program
-        if program is _UNSET:
-            program = self._program = _program_for(self.graph, self.backend, self.bindings)
-        if program is not None and not (STATE.grad_enabled and any(t._rg for t in tensors)):
-            return program.run(tensors)
-        env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
-        return self.runner.run(tensors, env)
-
-    def backward_trace(self, tensors: list):
-        """The compiled backward whose size guards these inputs pass (built on first need,
-        up to BACKWARD_BUDGET of them), or None: the call then records eager autograd."""
-        for bt in self.backwards:
-            if bt.fwd_guards is None or bt.fwd_guards.check(*tensors):
-                return bt
-        with self._lock:  # one thread traces it; the others wait for it
-            return self._new_backward_trace(tensors)
-
-    def _new_backward_trace(self, tensors: list):
-        for bt in self.backwards:  # another thread may have built it meanwhile
-            if bt.fwd_guards is None or bt.fwd_guards.check(*tensors):
-                return bt
-        if self._backward_failed or len(self.backwards) >= BACKWARD_BUDGET:
-            return None
-        try:
-            bt = BackwardTrace(self.graph, tensors, self.backend,
-                               (self.bindings, self.shape_guards))
-        except Exception as err:  # noqa: BLE001 — gradients then replay the forward
-            self._backward_failed = True
-            log("recompiles", f"{self.graph.name}: backward not traced ({err})")
-            return None
-        self.backwards.append(bt)
-        if len(self.backwards) > 1:
-            log("recompiles", f"{self.graph.name}: backward {len(self.backwards)} traced "
-                              f"for other sizes")
-        return bt
-
-    def replay_gradients(self, tensors: list, grad_outputs: list, diff: list) -> list:
-        """Input gradients by replaying the forward through eager autograd (exact, and
-        differentiable again under create_graph)."""
-        from ..autograd import grad as autograd_grad
-        from ..autograd.grad_mode import enable_grad
-
-        create = STATE.grad_enabled
-        with enable_grad():
-            interp = Interpreter(self.graph)
-            env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
-            outs = interp.run(tensors, env)
-            pairs = [(o, g) for o, g in zip(outs, grad_outputs)
-                     if o.requires_grad and g is not None]
-            return list(autograd_grad([o for o, _ in pairs], [tensors[i] for i in diff],
-                                      [g for _, g in pairs], create_graph=create,
-                                      allow_unused=True, materialize_grads=True))
-
-
-_UNSET = object()
+_UNSET = CompiledGraph.UNSET
 LAZY = object()  # no example inputs: the first call records the first trace
-
-
-def _program_for(graph, backend: str, bindings: list):
-    from ..backends.host import host_program, returns_views
-
-    if backend != "numba" or returns_views(graph) or graph.has_control_flow():
-        return None
-    return host_program(graph, bindings)
 
 
 def _guardable(value) -> bool:

@@ -66,8 +66,9 @@ def _hoist_from(b: Builder, node) -> None:
     moved, moved_ids, hoisted = [], set(), set()
     for n in body.nodes:
         reads = [x for x in n.inputs if isinstance(x, Value)]
-        if _movable(n) and all(x in invariant or x in hoisted for x in reads) and not (
-                _symbols((n.inputs, n.attrs, [v.shape for v in n.outputs])) & varying):
+        sizes = _symbols((n.inputs, tuple(n.attrs.values()), [v.shape for v in n.outputs]))
+        if _movable(n) and all(x in invariant or x in hoisted for x in reads) and \
+                not sizes & varying:
             moved.append(n)
             moved_ids.add(id(n))
             hoisted.update(n.outputs)

@@ -1,0 +1,144 @@
+"""A graph compiled for repeated calls from eager code: the host program (or the
+interpreter) for calls that record no gradient, and compiled backwards (partitioned
+joint graphs) for calls that do, each call one autograd node. A trace is one (with entry
+guards around it); so is each straight-line part of a script graph (a segment).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ..autograd.grad_mode import STATE
+from ..backends.interpret import Interpreter
+
+BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only they decide)
+
+
+def _log_topics() -> set:
+    return {t.strip() for t in os.environ.get("TRACEJIT_LOG", "").split(",") if t.strip()}
+
+
+def log(topic: str, message: str) -> None:
+    if topic in _log_topics():
+        print(f"[tracejit:{topic}] {message}", file=sys.stderr)
+
+
+def program_for(graph, backend: str, bindings: list):
+    from ..backends.host import host_program, returns_views
+
+    if backend != "numba" or returns_views(graph) or graph.has_control_flow():
+        return None
+    return host_program(graph, bindings)
+
+
+class CompiledGraph:
+    """`graph` ready to run on tensors; `bindings` say where each size symbol is read
+    from the inputs' shapes; `shape_guards` are what the callers have checked already."""
+
+    UNSET = object()
+
+    def __init__(self, graph, backend: str, bindings: list, shape_guards=()):
+        self.graph = graph
+        self.backend = backend
+        self.bindings = bindings
+        self.shape_guards = list(shape_guards)
+        self.control_flow = graph.has_control_flow()
+        self.runner = Interpreter(graph, backend, owner=self)
+        self._program = CompiledGraph.UNSET  # the host program for calls without gradients
+        self.backwards: list = []  # BackwardTraces, built by calls recording gradients
+        if not hasattr(self, "stats"):
+            self.stats: dict = {"backward_kernels": 0, "backward_replays": 0}
+        self._backward_failed = False
+        self._lock = threading.Lock()
+
+    def call(self, tensors: list) -> list:
+        """The outputs; with gradients recorded (numba backend), one autograd node whose
+        backward is compiled."""
+        from .autodiff import traced_call
+
+        if self.backend == "numba" and STATE.grad_enabled and not self.graph.mutations and \
+                not self.control_flow and any(t._rg for t in tensors):
+            bt = self.backward_trace(tensors)
+            if bt is not None:
+                return traced_call(bt, self, tensors)
+        return self.run_forward(tensors)
+
+    def run_forward(self, tensors: list) -> list:
+        program = self._program
+        if program is CompiledGraph.UNSET:
+            program = self._program = program_for(self.graph, self.backend, self.bindings)
+        if program is not None and not (STATE.grad_enabled and any(t._rg for t in tensors)):
+            return program.run(tensors)
+        env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+        return self.runner.run(tensors, env)
+
+    def backward_trace(self, tensors: list):
+        """The compiled backward whose size guards these inputs pass (built on first need,
+        up to BACKWARD_BUDGET of them), or None: the call then records eager autograd."""
+        needs = tuple(t._rg for t in tensors)  # which inputs get gradients: the backward's
+        for bt in self.backwards:              # inputs (a trace's entry guards fix it)
+            if bt.needs == needs and (bt.fwd_guards is None or bt.fwd_guards.check(*tensors)):
+                return bt
+        with self._lock:  # one thread traces it; the others wait for it
+            return self._new_backward_trace(tensors, needs)
+
+    def _new_backward_trace(self, tensors: list, needs: tuple):
+        for bt in self.backwards:  # another thread may have built it meanwhile
+            if bt.needs == needs and (bt.fwd_guards is None or bt.fwd_guards.check(*tensors)):
+                return bt
+        if self._backward_failed or len(self.backwards) >= BACKWARD_BUDGET:
+            return None
+        from .autodiff import BackwardTrace
+
+        try:
+            bt = BackwardTrace(self.graph, tensors, self.backend,
+                               (self.bindings, self.shape_guards))
+        except Exception as err:  # noqa: BLE001 — gradients then replay the forward
+            self._backward_failed = True
+            log("recompiles", f"{self.graph.name}: backward not traced ({err})")
+            return None
+        bt.needs = needs
+        self.backwards.append(bt)
+        if len(self.backwards) > 1:
+            log("recompiles", f"{self.graph.name}: backward {len(self.backwards)} traced "
+                              f"for other sizes")
+        return bt
+
+    def replay_gradients(self, tensors: list, grad_outputs: list, diff: list) -> list:
+        """Input gradients by replaying the forward through eager autograd (exact, and
+        differentiable again under create_graph)."""
+        from ..autograd import grad as autograd_grad
+        from ..autograd.grad_mode import enable_grad
+
+        create = STATE.grad_enabled
+        with enable_grad():
+            interp = Interpreter(self.graph)
+            env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
+            outs = interp.run(tensors, env)
+            pairs = [(o, g) for o, g in zip(outs, grad_outputs)
+                     if o.requires_grad and g is not None]
+            return list(autograd_grad([o for o, _ in pairs], [tensors[i] for i in diff],
+                                      [g for _, g in pairs], create_graph=create,
+                                      allow_unused=True, materialize_grads=True))
+
+
+class Segment(CompiledGraph):
+    """A straight-line run of a script graph's nodes compiled as one call: forward with
+    the host program, and with gradients one autograd node whose backward is compiled,
+    as a traced call's. Its sizes are read from its inputs' shapes."""
+
+    def __init__(self, graph, nodes: list, reads: list, writes: list, owner, name: str):
+        from .autodiff import _subgraph
+
+        self.owner = owner
+        self.node_ids = {id(n) for n in nodes}
+        self.reads, self.writes = reads, writes
+        self.grad_mode = nodes[0].grad_mode
+        sub = _subgraph(graph, name, reads, nodes, writes)
+        sub.made_by = "segment"
+        CompiledGraph.__init__(self, sub, owner.backend, sub.size_bindings())
+
+    @property
+    def stats(self) -> dict:
+        return self.owner.stats
