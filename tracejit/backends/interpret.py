@@ -323,7 +323,7 @@ _SCRIPT_STEPS = {IF: _run_if, LOOP: _run_loop, BIND: _run_bind, SIZE: _run_size,
                  LIST_STACK: _run_list_stack}
 
 
-# ---- compiled segments of script graphs -----------------------------------------------------------
+# ---- compiled segments of script graphs -------------------------------------------------------
 MIN_SEGMENT_NODES = 2
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..ir.graph import BIND, GUARD, SIZE, Graph, Value
-from ..ir.symbolic import SymInt, has_sym, hint_of
+from ..ir.symbolic import SymInt, decide, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import AVal
 from ..tensor.dispatch import user_frame
@@ -69,6 +69,8 @@ class Recorder:
         self.entry_values: dict = {}           # id(alias) -> the Value it started as
         self.lists: dict = {}                  # id(list) -> its list Value (script mode)
         self.varying_symbols: set = set()      # sizes that differ between a list's elements
+        self.ranges: dict = {}                 # loop index -> (first, last) while recorded
+        self.nonneg: set = set()               # symbols known >= 0 (shapes, lengths)
         self.values: dict[int, Value] = {}     # id(tensor) -> Value
         self.keep: dict = {}                   # id -> tensor: keeps ids unique while tracing
         self.shape_guards: dict[str, ShapeGuard] = {}
@@ -250,7 +252,14 @@ class Recorder:
         script helpers branch on it; anything else reading it as a bool guards it)."""
         if self.closed or self.aborted or self.paused:
             return hint
+        known = decide(lhs, op, rhs, self.ranges, self._nonneg)
+        if known is not None:  # the loop bounds prove it: nothing to compute or check
+            assert known == hint, f"{lhs.source()} {op} {rhs}: proved {known}, saw {hint}"
+            return known
         return self.size_value(lhs, op, rhs, hint)
+
+    def _nonneg(self, sym: str) -> bool:
+        return sym.startswith("s") or sym in self.nonneg
 
     def size_check(self, size: SymInt) -> None:
         """A size from data used as a plain number: checked where it is used."""

@@ -337,3 +337,64 @@ def has_sym(x) -> bool:
     found = []
     map_leaves(x, SymInt, found.append)
     return bool(found)
+
+
+# ---- deciding comparisons from known bounds -------------------------------------------------------
+def _bound(poly: Poly, ranges: dict, upper: bool) -> Poly:
+    """`poly` with each ranged symbol (appearing linearly) replaced by the end of its range
+    that makes the expression largest (upper) or smallest."""
+    for _ in range(4):  # ranges may mention other ranged symbols (nested loops)
+        out: Poly = {}
+        changed = False
+        for mono, coef in poly.items():
+            if len(mono) == 1 and mono[0] in ranges:
+                lo, hi = ranges[mono[0]]
+                pick = hi if (coef > 0) == upper else lo
+                out = _poly_add(out, _poly_mul({(): coef}, pick))
+                changed = True
+            else:
+                out = _poly_add(out, {mono: coef})
+        poly = out
+        if not changed:
+            break
+    return poly
+
+
+def _const_bound(poly: Poly, nonneg, upper: bool):
+    """A constant c with poly <= c (upper) or poly >= c, or None, knowing the symbols in
+    `nonneg` are >= 0."""
+    const = poly.get((), 0)
+    for mono, coef in poly.items():
+        if mono == ():
+            continue
+        if not all(nonneg(s) for s in mono) or (coef > 0) == upper:
+            return None
+    return const
+
+
+def decide(lhs, op: str, rhs, ranges: dict, nonneg) -> bool | None:
+    """`lhs op rhs` for every value the sizes can take, if the bounds prove it: loop
+    indices within their ranges (`ranges`: symbol -> (first, last) polynomials), and the
+    symbols `nonneg(sym)` says are sizes (>= 0). None when it depends on the values."""
+    a, b = _as_poly(lhs), _as_poly(rhs)
+    if a is None or b is None:
+        return None
+    d = _poly_add(a, b, -1)
+    ub = _const_bound(_bound(d, ranges, True), nonneg, True)
+    lb = _const_bound(_bound(d, ranges, False), nonneg, False)
+    if op == "<":
+        return True if ub is not None and ub < 0 else (False if lb is not None and lb >= 0
+                                                      else None)
+    if op == "<=":
+        return True if ub is not None and ub <= 0 else (False if lb is not None and lb > 0
+                                                       else None)
+    if op == ">":
+        return decide(rhs, "<", lhs, ranges, nonneg)
+    if op == ">=":
+        return decide(rhs, "<=", lhs, ranges, nonneg)
+    if op in ("==", "!="):
+        differ = (ub is not None and ub < 0) or (lb is not None and lb > 0)
+        if differ:
+            return op == "!="
+        return None
+    return None

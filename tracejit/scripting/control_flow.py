@@ -18,7 +18,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..ir.graph import IF, LOOP, Value
 from ..ir.passes.rewrite import same_type
-from ..ir.symbolic import SymInt, hint_of
+from ..ir.symbolic import SymInt, decide, hint_of
 from ..ops import OPS
 from ..tensor.dispatch import apply, user_frame
 from ..tensor.tensor import Tensor
@@ -413,6 +413,11 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
     return tuple(values)
 
 
+def _poly(size):
+    return size.poly if isinstance(size, SymInt) and size.poly is not None else (
+        {(): size} if isinstance(size, int) and size else {} if isinstance(size, int) else None)
+
+
 def unify(a: Value, b: Value) -> bool:
     """Whether two paths give a value one type. Input sizes that are equal in this call
     but written differently (`T` and `N`) are guarded equal, as a trace guards any
@@ -550,6 +555,13 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
     steps = range(*(int(hint_of(b)) for b in bounds)) if bounds else None
     index = rec.new_symbol(steps[0] if len(steps) else int(hint_of(bounds[0]))) \
         if bounds else None
+    first, last = (_poly(bounds[0]), _poly(bounds[1] - 1)) if bounds else (None, None)
+    if index is not None and type(bounds[2]) is int and bounds[2] == 1 and len(steps) and \
+            first is not None and last is not None:
+        # while the body is recorded, comparisons the index's range decides are no checks
+        rec.ranges[index.source()] = (first, last)
+        if decide(bounds[0], ">=", 0, rec.ranges, rec._nonneg):
+            rec.nonneg.add(index.source())
 
     def entry(scope):
         """The values the region's code starts from: block arguments and size symbols."""
@@ -605,6 +617,8 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         rec.dry -= not go
         rec.close_scope(scope)
     regions.append(scope)
+    if index is not None:
+        rec.ranges.pop(index.source(), None)
     if rec.aborted:  # the first iteration ran for real (if it ran): finish eagerly
         return _finish_eagerly(out if go else values, kinds, cond_fn, body_fn, bounds,
                                steps, 1 if go else None)

@@ -89,6 +89,7 @@ def append(rec, xs: list, t) -> None:
 
 def length(rec, xs: list) -> SymInt:
     sym = rec.new_symbol(len(xs))
+    rec.nonneg.add(sym.source())
     rec._add(LIST_LEN, [value_of(rec, xs)], {"symbol": sym.source()}, [], user_frame())
     return sym
 
@@ -111,6 +112,7 @@ def get(rec, xs: list, index):
     # the element read gets a fresh symbol, bound from its own shape
     binds = [(d, rec.new_symbol(t._data.shape[d])) for d, size in enumerate(shape)
              if is_dynamic(size)]
+    rec.nonneg.update(sym.source() for _, sym in binds)
     shape = tuple(dict(binds).get(d, size) for d, size in enumerate(shape))
     node = rec._add(LIST_GET, [v], {"index": index,
                                     "binds": [(d, sym.source()) for d, sym in binds]},
@@ -137,12 +139,14 @@ def combine(rec, how: str, xs: list, dim: int):
     # the symbol is bound to the joined dimension: the list's length for stack, the sum of
     # the elements' sizes for cat (which may differ from element to element)
     sym = rec.new_symbol(result._data.shape[d])
+    rec.nonneg.add(sym.source())
     if how == "stack":
         out_shape = shape[:d] + (sym,) + shape[d:]
     else:
         out_shape = shape[:d] + (sym,) + shape[d + 1:]
     binds = [(k, rec.new_symbol(result._data.shape[k])) for k, size in enumerate(out_shape)
              if k != d and is_dynamic(size)]  # sizes the elements' own reads bound
+    rec.nonneg.update(b.source() for _, b in binds)
     out_shape = tuple(dict(binds).get(k, size) for k, size in enumerate(out_shape))
     node = rec._add(LIST_STACK, [v], {"how": how, "dim": d, "symbol": sym.source(),
                                       "binds": [(k, b.source()) for k, b in binds]},
