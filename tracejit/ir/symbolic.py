@@ -339,7 +339,7 @@ def has_sym(x) -> bool:
     return bool(found)
 
 
-# ---- deciding comparisons from known bounds -------------------------------------------------------
+# ---- deciding comparisons from known bounds ---------------------------------------------------
 def _bound(poly: Poly, ranges: dict, upper: bool) -> Poly:
     """`poly` with each ranged symbol (appearing linearly) replaced by the end of its range
     that makes the expression largest (upper) or smallest."""
