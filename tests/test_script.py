@@ -444,3 +444,31 @@ def test_a_variable_whose_type_depends_on_the_path_is_refused_at_its_first_call(
 def test_a_lambda_is_refused():
     with pytest.raises(tj.jit.ScriptError, match="defined with def"):
         tj.script(lambda x: x)
+
+
+def stack_on_either_path(x):
+    hs = []
+    for t in range(x.shape[0]):
+        hs.append(x[t] * 2)
+    if x.sum() > 0:
+        return tj.stack(hs) * 2
+    return tj.stack(hs)
+
+
+def test_a_size_from_data_that_differs_between_paths_is_bound_from_the_path_taken():
+    agree(stack_on_either_path, *[Call(rg(tj.randn(n, 3) + s)) for n, s in
+                                  [(3, 1.0), (5, -1.0), (4, 1.0)]])
+
+
+def test_the_examples_in_the_script_docs_are_in_the_subset(tmp_path):
+    import re
+    import runpy
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "script.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
+    assert len(blocks) >= 10
+    for k, block in enumerate(blocks):
+        path = tmp_path / f"block{k}.py"
+        path.write_text("import tracejit as tj\n" + block)
+        runpy.run_path(str(path))  # scripting checks the subset: a ScriptError fails here

@@ -232,6 +232,8 @@ def _run_if(node, prepared, args, env, record):
     region = then if bool(args[0]._data) else orelse
     outs, sizes = region.run_region(args[1:], env, record)
     env.update(zip(node.attrs.get("sizes", ()), sizes))
+    for k, d, sym in node.attrs.get("binds", ()):  # sizes that differ between the paths
+        env[sym] = outs[k]._data.shape[d]
     return outs
 
 

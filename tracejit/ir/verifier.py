@@ -103,9 +103,10 @@ def _check_script_node(node, where: str, defined: set) -> None:
         pred = node.inputs[0]
         if not isinstance(pred, Value) or pred.shape != () or pred.dtype.name != "bool":
             raise VerificationError(f"{where}: the condition is not a bool[] value")
+        widened = {k for k, _, _ in node.attrs.get("binds", ())}
         for name, region in zip(("then", "else"), node.regions):
             _check_region(node, name, region, node.inputs[1:], node.outputs,
-                          len(node.attrs.get("sizes", ())), where)
+                          len(node.attrs.get("sizes", ())), where, widened)
     else:
         a = node.attrs
         k = a["n_carried"]
@@ -130,7 +131,7 @@ def _check_script_node(node, where: str, defined: set) -> None:
         defined.add(v)
 
 
-def _check_region(node, name, region, args, results, n_sizes, where) -> None:
+def _check_region(node, name, region, args, results, n_sizes, where, widened=()) -> None:
     try:
         verify(region)
     except VerificationError as err:
@@ -139,7 +140,10 @@ def _check_region(node, name, region, args, results, n_sizes, where) -> None:
             len(region.size_outputs) != n_sizes:
         raise VerificationError(f"{where}: the {name} region's arguments or results do not "
                                 "match the node")
-    for outer, inner in zip(list(args) + list(results), region.inputs + region.outputs):
+    pairs = list(zip(args, region.inputs)) + [
+        (outer, inner) for k, (outer, inner) in enumerate(zip(results, region.outputs))
+        if k not in widened]  # a widened result's sizes are bound from what a path gives
+    for outer, inner in pairs:
         if isinstance(outer, Value) and not _same_type(outer, inner):
             raise VerificationError(f"{where}: a type differs from its {name} region's")
 

@@ -371,19 +371,28 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
         scopes[side].graph.outputs = yields[side]
         scopes[side].graph.size_outputs = sizes
         rec.scopes.pop()
+    out_types, binds = [], []
+    taken_yields = yields[taken]
     for k, (a, b) in enumerate(zip(*yields)):
-        if not unify(a, b):
+        if unify(a, b):
+            out_types.append((a.dtype, a.shape))
+            continue
+        widened = _widen(rec, a, b, taken_yields[k])
+        if widened is None:
             name = [n for n, kd in zip(names, kinds) if kd in ("tensor", "bool", "list")]
             raise ScriptError(
                 f"{where}: variable '{name[k] if k < len(name) else k}' has type "
-                f"{_type(rec, a)} on one path of the branch and {_type(rec, b)} on the other; both "
-                "paths must give it the same type")
+                f"{_type(rec, a)} on one path of the branch and {_type(rec, b)} on the "
+                "other; both paths must give it the same type")
+        shape, new = widened
+        out_types.append((a.dtype, shape))
+        binds += [(k, d, sym.source()) for d, sym in new]
     operands = _align(rec, scopes, 0)
     size_syms = [rec.new_symbol(int(hint_of(x)))
                  for kind, x in zip(kinds, results[taken]) if kind == "size"]
-    node = rec._add(IF, [rec.value_of(p)] + operands, {"sizes": [s.source() for s in size_syms]},
-                    [(v.dtype, v.shape) for v in yields[0]], where,
-                    regions=[scopes[0].graph, scopes[1].graph])
+    node = rec._add(IF, [rec.value_of(p)] + operands,
+                    {"sizes": [s.source() for s in size_syms], "binds": binds},
+                    out_types, where, regions=[scopes[0].graph, scopes[1].graph])
     outs, values, sizes = iter(node.outputs), [], iter(size_syms)
     for k, (kind, x) in enumerate(zip(kinds, results[taken])):
         if k in updated:  # the same tensor, holding the branch's value from here on
@@ -438,6 +447,30 @@ def unify(a: Value, b: Value) -> bool:
         else:
             assert y == x
     return True
+
+
+def _widen(rec, a: Value, b: Value, taken: Value):
+    """(shape, [(dim, symbol)]) for a value whose size from data differs between the two
+    paths (two stacks of one list): the branch's result gets a fresh size, bound from
+    the value the path gives; None when the types differ otherwise."""
+    from ..ir.symbolic import is_dynamic
+
+    if a.dtype is not b.dtype or len(a.shape) != len(b.shape) or isinstance(
+            a.dtype, lists.ListType):
+        return None
+    shape, new = [], []
+    for d, (x, y) in enumerate(zip(a.shape, b.shape)):
+        if isinstance(x, SymInt) and isinstance(y, SymInt) and x.source() == y.source() or (
+                not isinstance(x, SymInt) and not isinstance(y, SymInt) and x == y):
+            shape.append(x)
+        elif is_dynamic(x) or is_dynamic(y):
+            sym = rec.new_symbol(int(hint_of(taken.shape[d])))
+            rec.nonneg.add(sym.source())
+            shape.append(sym)
+            new.append((d, sym))
+        else:
+            return None
+    return tuple(shape), new
 
 
 def _type(rec, v: Value) -> str:

@@ -21,7 +21,8 @@ def _has_effect(node) -> bool:
     if node.op == LIST_STACK or (node.op == LIST_GET and node.attrs.get("binds")):
         return True  # it binds sizes too
     if node.op in CONTROL:
-        if node.attrs.get("sizes") or node.attrs.get("carried_sizes"):
+        if node.attrs.get("sizes") or node.attrs.get("carried_sizes") or \
+                node.attrs.get("binds"):
             return True  # it binds sizes later nodes may read
         return any(_has_effect(n) for r in node.regions for n in r.nodes)
     op = OPS[node.op] if node.op in OPS else None

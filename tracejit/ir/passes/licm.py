@@ -46,7 +46,7 @@ def _bound_inside(region: Graph) -> set:
                 out.add(a[key])
         out.update(a.get("sizes") or ())
         out.update(a.get("carried_sizes") or ())
-        out.update(sym for _, sym in a.get("binds") or ())
+        out.update(b[-1] for b in a.get("binds") or ())  # (dim, sym) or (out, dim, sym)
     return out
 
 
