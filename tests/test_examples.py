@@ -24,6 +24,11 @@ def test_variable_length_rnn_loop_equals_packed():
     assert out["max_diff"] < 1e-5 and out["shape"] == (1, 4, 8)
 
 
+def test_scripted_rnn_compiles_once_for_new_sizes_and_matches_eager():
+    out = load("scripted_rnn").main()
+    assert out["compiles"] == 1 and out["worst"] < 1e-5
+
+
 def test_dynamic_depth_uses_different_depths_and_trains():
     out = load("dynamic_depth").main()
     assert len(set(out["depths"])) > 1
