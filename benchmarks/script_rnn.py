@@ -2,9 +2,10 @@
 loop over the samples running nn.RNN (hidden 128) on each one's true length
 (`x[i, :lengths[i]]`), a linear head, forward and backward; 20 batches per epoch.
 
-Contestants, one after the other in one process: tracejit eager, tj.trace (one trace per length
-pattern until its budget, then eager), tj.script (one program for every batch), and
-PyTorch eager and torch.jit.script when PyTorch is installed. The scripted compile
+Contestants: tracejit eager, tj.trace (one trace per length pattern until its budget,
+then eager), tj.script (one program for every batch), and PyTorch eager and
+torch.jit.script when PyTorch is installed; measured one after the other in one process
+and each alone in its own process, with page faults per epoch. The scripted compile
 (cold: new process, empty kernel cache) is reported too.
 Run: python benchmarks/script_rnn.py
 """
@@ -100,6 +101,31 @@ print(t2 - t0, t2 - t1, stats["compiles"])
 """
 
 
+def faults() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def timed(model, batches, lib) -> tuple[float, float]:
+    """(median seconds per epoch, page faults per epoch)."""
+    f0 = faults()
+    t = median_time(lambda: epoch(model, batches, lib), repeat=3, min_time=0.0)
+    return t, (faults() - f0) / 4  # median_time runs one warm-up and three epochs
+
+
+def alone(kind: str) -> None:
+    """One contestant in this process: its first epoch, then the median."""
+    lib = __import__("torch") if kind.startswith("torch") else __import__("tracejit")
+    if kind.startswith("torch"):
+        lib.set_num_threads(2)
+    batches = make_data()
+    model, _ = build(kind)
+    epoch(model, batches, lib)
+    t, f = timed(model, batches, lib)
+    print(t, f)
+
+
 def run() -> dict:
     batches = make_data()
     torch = try_import_torch()
@@ -119,8 +145,12 @@ def run() -> dict:
         stats[kind] = st
     for kind in kinds:
         model, lib = built[kind]
-        res[kind] = median_time(lambda m=model, lib=lib: epoch(m, batches, lib), repeat=3,
-                                min_time=0.0)
+        res[kind], res[kind + " faults"] = timed(model, batches, lib)
+    here = os.path.abspath(__file__)
+    for kind in kinds:  # each contestant alone in a new process
+        out = subprocess.run([sys.executable, here, "--alone", kind], check=True,
+                             capture_output=True, text=True).stdout.split()
+        res[kind + " alone"], res[kind + " alone faults"] = float(out[-2]), float(out[-1])
     for kind, st in stats.items():
         if st is not None:
             res[kind + " compiles"] = st["compiles"]
@@ -150,17 +180,26 @@ def main() -> None:
             note = f"{r[kind + ' compiles']} compiles, {r[kind + ' eager fallbacks']} eager"
         rows.append([kind, f"{r[kind] * 1e3:.0f}", f"{r[kind] / base:.2f}x",
                      f"{r[kind] / torch_eager:.2f}x" if torch_eager else "-",
+                     f"{r[kind + ' alone'] * 1e3:.0f}",
+                     f"{r[kind + ' alone'] / r['torch eager alone']:.2f}x"
+                     if torch_eager else "-",
+                     f"{r[kind + ' faults']:.0f} / {r[kind + ' alone faults']:.0f}",
                      f"{r[kind + ' first'] * 1e3:.0f}", note])
     rows.append(["tracejit script, cold (new process, empty cache): import + 2 batches",
-                 f"{r['cold total s']:.2f} s", "-", "-",
+                 f"{r['cold total s']:.2f} s", "-", "-", "-", "-", "-",
                  f"{r['cold first batch s'] * 1e3:.0f}", f"{r['cold compiles']} compiles"])
     print_table(f"per-sample RNN, {SAMPLES} samples of lengths 5-{MAXLEN}, hidden {HIDDEN}, "
-                "20 batches, forward+backward (ms per epoch, median of 3, interleaved; "
+                "20 batches, forward+backward (ms per epoch, median of 3; together: one process, "
+                "contestants one after the other; alone: each in its own process; "
                 "targets: script <= 0.5x tracejit eager and <= 1.0x PyTorch eager, "
                 "compile <= 3 s cold)",
-                ["what", "epoch ms", "vs tracejit eager", "vs torch eager", "first epoch ms",
+                ["what", "epoch ms", "vs tracejit eager", "vs torch eager", "alone ms",
+                 "alone vs torch", "faults/epoch (together / alone)", "first epoch ms",
                  "notes"], rows)
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--alone":
+        alone(sys.argv[2])
+    else:
+        main()
