@@ -422,6 +422,20 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
     return tuple(values)
 
 
+def plain_offset_symbol(poly) -> str | None:
+    """`s` when the polynomial is one symbol plus a constant (`u1 - 1`), else None."""
+    terms = [m for m in poly if m != ()]
+    if len(terms) == 1 and len(terms[0]) == 1 and poly[terms[0]] == 1:
+        return terms[0][0]
+    return None
+
+
+def _poly_const(poly) -> int:
+    """The constant of a polynomial that is only a constant; a large number otherwise
+    (so that no fact follows)."""
+    return poly.get((), 0) if all(m == () for m in poly) else 1 << 62
+
+
 def _poly(size):
     return size.poly if isinstance(size, SymInt) and size.poly is not None else (
         {(): size} if isinstance(size, int) and size else {} if isinstance(size, int) else None)
@@ -589,12 +603,21 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
     index = rec.new_symbol(steps[0] if len(steps) else int(hint_of(bounds[0]))) \
         if bounds else None
     first, last = (_poly(bounds[0]), _poly(bounds[1] - 1)) if bounds else (None, None)
+    inside_only = None  # a symbol known >= 0 only while the body is recorded
     if index is not None and type(bounds[2]) is int and bounds[2] == 1 and len(steps) and \
             first is not None and last is not None:
         # while the body is recorded, comparisons the index's range decides are no checks
         rec.ranges[index.source()] = (first, last)
         if decide(bounds[0], ">=", 0, rec.ranges, rec._nonneg):
             rec.nonneg.add(index.source())
+            # the body runs only when the range is not empty: a stop that is one symbol
+            # (plus a constant) is then at least the start, so >= 0 inside the body
+            sym = plain_offset_symbol(last)
+            if sym is not None and sym not in rec.nonneg and \
+                    decide(bounds[0], ">=", 0, {}, rec._nonneg) and \
+                    -last.get((), 0) >= _poly_const(first):
+                inside_only = sym
+                rec.nonneg.add(sym)
 
     def entry(scope):
         """The values the region's code starts from: block arguments and size symbols."""
@@ -652,6 +675,8 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
     regions.append(scope)
     if index is not None:
         rec.ranges.pop(index.source(), None)
+        if inside_only is not None:
+            rec.nonneg.discard(inside_only)
     if rec.aborted:  # the first iteration ran for real (if it ran): finish eagerly
         return _finish_eagerly(out if go else values, kinds, cond_fn, body_fn, bounds,
                                steps, 1 if go else None)
