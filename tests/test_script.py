@@ -472,3 +472,27 @@ def test_the_examples_in_the_script_docs_are_in_the_subset(tmp_path):
         path = tmp_path / f"block{k}.py"
         path.write_text("import tracejit as tj\n" + block)
         runpy.run_path(str(path))  # scripting checks the subset: a ScriptError fails here
+
+
+def index_scaled_sum(w, n: int):
+    s = w * 0
+    for i in range(n):
+        s = s + w * i  # w * i reads only invariants, but i changes: it stays in the loop
+    return s
+
+
+def test_an_op_using_the_loop_index_is_not_moved_out_of_the_loop():
+    agree(index_scaled_sum, *[Call(rg(tj.randn(3)), n) for n in (3, 5, 0, 2)])
+
+
+def head_by_data(x, n):
+    k = int(n)
+    return x[:k].sum()
+
+
+def test_a_size_from_data_may_be_negative():
+    # x[:k] with k < 0 counts from the end, as in Python: nothing assumes k >= 0
+    sf = agree(head_by_data, Call(rg(tj.randn(6)), tj.tensor(3)),
+               Call(rg(tj.randn(6)), tj.tensor(5)))
+    agree(head_by_data, Call(rg(tj.randn(6)), tj.tensor(-2)), Call(rg(tj.randn(7)), tj.tensor(-3)),
+          scripted=sf, compiles=2)

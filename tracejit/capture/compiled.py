@@ -27,7 +27,7 @@ def log(topic: str, message: str) -> None:
 def program_for(graph, backend: str, bindings: list):
     from ..backends.host import host_program, returns_views
 
-    if backend != "numba" or returns_views(graph) or graph.has_control_flow():
+    if backend != "numba" or returns_views(graph) or graph.is_script():
         return None
     return host_program(graph, bindings)
 
@@ -43,7 +43,7 @@ class CompiledGraph:
         self.backend = backend
         self.bindings = bindings
         self.shape_guards = list(shape_guards)
-        self.control_flow = graph.has_control_flow()
+        self.control_flow = graph.is_script()
         self.runner = Interpreter(graph, backend, owner=self)
         self._program = CompiledGraph.UNSET  # the host program for calls without gradients
         self.backwards: list = []  # BackwardTraces, built by calls recording gradients

@@ -70,6 +70,7 @@ LIST_GET = "list_get"    # inputs: list; attrs: index (a size) -> the element
 LIST_LEN = "list_len"    # inputs: list; attrs: symbol: binds the length
 LIST_STACK = "list_stack"  # inputs: list; attrs: how ('stack'|'cat'), dim, symbol
 LIST_OPS = frozenset({LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK})
+SCRIPT_OPS = CONTROL | LIST_OPS | {BIND, SIZE, RAISE}
 
 
 class ListType:
@@ -128,6 +129,11 @@ class Graph:
             if node.op in CONTROL:
                 for region in node.regions:
                     yield from region.walk()
+
+    def is_script(self) -> bool:
+        """Whether the graph has branches, loops, sizes from data or lists: it runs
+        through the interpreter (compiled segments inside), not as one host program."""
+        return any(n.op in SCRIPT_OPS for n in self.nodes)
 
     def has_control_flow(self) -> bool:
         return any(n.op in CONTROL for n in self.nodes)

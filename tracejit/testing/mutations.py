@@ -90,6 +90,23 @@ MUTANTS = [
      "        n.inputs[0] for n in region.nodes if column_sum(n)]",
      "    return [v for v in region.outputs + region.inputs if v not in reduced]",
      ["tests/test_soundness.py"]),
+    ("a compiled segment's backward reused whatever inputs need gradients",
+     "tracejit/capture/compiled.py",
+     "            if bt.needs == needs and (bt.fwd_guards is None or "
+     "bt.fwd_guards.check(*tensors)):\n                return bt\n        with self._lock:",
+     "            if bt.fwd_guards is None or bt.fwd_guards.check(*tensors):\n"
+     "                return bt\n        with self._lock:",
+     ["tests/test_script_nn.py"]),
+    ("loop-invariant code motion ignores sizes bound by the iteration",
+     "tracejit/ir/passes/licm.py", "                not sizes & varying:", "                True:",
+     ["tests/test_script.py", "tests/test_script_nn.py"]),
+    ("the path not taken writes in place for real", "tracejit/capture/recorder.py",
+     "        if not self.dry:  # a path recorded but not taken writes nothing",
+     "        if True:", ["tests/test_script.py"]),
+    ("loop bounds prove comparisons they do not decide", "tracejit/ir/symbolic.py",
+     "        if not all(nonneg(s) for s in mono) or (coef > 0) == upper:",
+     "        if (coef > 0) == upper:", ["tests/test_script.py", "tests/test_script_nn.py"]),
+
 ]
 
 _IGNORE = shutil.ignore_patterns(".git", ".venv", ".cache", "__pycache__", "*.egg-info",
