@@ -496,3 +496,8 @@ def test_a_size_from_data_may_be_negative():
                Call(rg(tj.randn(6)), tj.tensor(5)))
     agree(head_by_data, Call(rg(tj.randn(6)), tj.tensor(-2)), Call(rg(tj.randn(7)), tj.tensor(-3)),
           scripted=sf, compiles=2)
+
+
+def test_gradients_through_a_loop_under_create_graph():
+    agree(for_range_size, *[Call(rg(tj.randn(n, 3))) for n in (3, 5)], create_graph=True)
+    agree(while_norm, *[Call(rg(tj.ones(3) * s)) for s in (0.5, 4.0)], create_graph=True)

@@ -177,3 +177,14 @@ def test_explain_covers_script_graphs():
     report = sf.explain()
     assert "trace 1: script (" in report and "hoist_invariants (" in report
     assert "sizes from data" in report and "u0 = size(n)" in report
+
+
+def test_backward_graphs_of_a_script_graph_are_its_segments(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
+    sf = tj.script(rnn_steps)
+    w, u, h = tj.randn(4, 3, requires_grad=True), tj.randn(4, 4), tj.zeros(4)
+    sf(tj.randn(3, 3), h, w, u)
+    sf(tj.randn(5, 3), h, w, u).sum().backward()
+    assert sf.backward_graph is not None and sf.backward_graph is sf.backward_graphs[0]
+    assert any(n.op == "matmul" for g in sf.backward_graphs for n in g.nodes)
+    assert sf.stats["backward_kernels"] > 0 and sf.stats["backward_replays"] == 0

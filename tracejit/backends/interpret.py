@@ -158,6 +158,17 @@ class Interpreter:
         self.size_outputs = [_precompile(e) for e in graph.size_outputs]
         self.mutations = [(slot[t], slot[v]) for t, v in graph.mutations]
 
+    def segments(self) -> list:
+        """The compiled segments of this graph and of its regions, in order."""
+        out = []
+        for kind, _, prepared, *_ in self.steps:
+            if kind == "segment":
+                out.append(prepared)
+            elif kind in (IF, LOOP):
+                for region in prepared[0]:
+                    out += region.segments()
+        return out
+
     def run(self, inputs: list, env: dict, record: bool = True) -> list:
         """Run with `inputs` bound to the graph inputs and size symbols bound in `env`.
 

@@ -403,9 +403,19 @@ class TracedFunction:
     @property
     def backward_graph(self):
         """The optimised backward graph of the first trace (built by its first call that
-        records gradients on the numba backend), or None before that."""
-        bts = self.traces[0].backwards if self.traces else []
-        return bts[0].graph if bts else None
+        records gradients on the numba backend), or None before that. For a script
+        graph: the first compiled backward of its segments (see `backward_graphs`)."""
+        graphs = self.backward_graphs
+        return graphs[0] if graphs else None
+
+    @property
+    def backward_graphs(self) -> list:
+        """Every compiled backward graph of the first trace: one, or for a script graph
+        one per segment (and per pattern of inputs needing gradients) built so far."""
+        if not self.traces:
+            return []
+        tr = self.traces[0]
+        return [bt.graph for c in [tr] + tr.runner.segments() for bt in c.backwards]
 
     @property
     def guards(self) -> list[Guard]:

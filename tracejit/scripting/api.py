@@ -52,6 +52,11 @@ class _Scripted:
     def __call__(self, *args, **kwargs):
         return super().__call__(*self._prepare(args), **kwargs)
 
+    @property
+    def source(self) -> str:
+        """The converted source the recorder runs (helpers in place of control flow)."""
+        return self.converted.__tj_source__
+
 
 def _signature_checks(fn, skip_self: bool):
     """[(position, check)] for annotated parameters, and the positions annotated int."""
@@ -125,11 +130,6 @@ class ScriptFunction(_Scripted, TracedFunction):
                 for k, a in enumerate(args)]
         return self.original(*args, **kwargs)
 
-    @property
-    def source(self) -> str:
-        """The converted source the recorder runs (helpers in place of control flow)."""
-        return self.converted.__tj_source__
-
     def __repr__(self) -> str:
         return f"<ScriptFunction {self.name}: {len(self.traces)} trace(s)>"
 
@@ -141,7 +141,7 @@ class ScriptModule(_Scripted, TracedModule):
     def __init__(self, module, *, backend: str = "auto", budget: int = DEFAULT_BUDGET):
         forward = type(module).forward
         self.converted = convert(forward)
-        _CONVERTED_SEED(forward, self.converted)
+        _remember_converted(forward, self.converted)
         self._checks, self._int_params = _signature_checks(forward, skip_self=True)
         super().__init__(module, LAZY, backend=backend, budget=budget)
 
@@ -157,7 +157,8 @@ class ScriptModule(_Scripted, TracedModule):
         return f"<ScriptModule {self.name}: {len(self.traces)} trace(s)>"
 
 
-def _CONVERTED_SEED(fn, conv) -> None:
+def _remember_converted(fn, conv) -> None:
+    """Calls of `fn` from scripted code (a submodule of the same class) reuse `conv`."""
     from .runtime import _CONVERTED
 
     _CONVERTED[fn] = conv

@@ -169,7 +169,6 @@ def _align(rec, scopes: list, n_carried: int) -> list:
     return operands
 
 
-# ---- branches -------------------------------------------------------------------------------
 # ---- tuples of values travel as their elements -------------------------------------------------
 def _flatten(values, names):
     """(leaves, their names, structure): tuples (an LSTM's (h, c)) become their elements."""
@@ -215,6 +214,7 @@ def _same_structure(specs, where: str, what: str) -> None:
                           "other lengths, a tuple on one path and no tuple on the other)")
 
 
+# ---- branches -------------------------------------------------------------------------------
 def if_(pred, then_fn, else_fn, values: tuple = (), names: tuple = ()):
     """`if pred: <then> else: <else>` over the variables `names` the branches assign:
     each function takes their current values and returns their new ones."""
