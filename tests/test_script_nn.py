@@ -107,21 +107,18 @@ def test_recurrent_layers_on_packed_sequences_compile_once(make):
 
 
 # ---- the seed programs --------------------------------------------------------------------------
-class PerSample(nn.Module):
-    """A per-sample loop over a padded batch: each sequence at its true length."""
+def _example(name: str):
+    import importlib.util
+    from pathlib import Path
 
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.RNN(3, 8)
-        self.head = nn.Linear(8, 2)
+    path = Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def forward(self, x, lengths):
-        outs = []
-        for i in range(x.shape[0]):
-            n = int(lengths[i])
-            out, h = self.rnn(x[i, :n].unsqueeze(1))
-            outs.append(h[0, 0])
-        return self.head(tj.stack(outs))
+
+PerSample = _example("scripted_rnn").PerSample  # the per-sample loop over a padded batch
 
 
 class AdaptiveDepth(nn.Module):

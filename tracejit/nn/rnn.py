@@ -151,32 +151,43 @@ class _RNNBase(Module):
                     T.unsqueeze(hx, 1)
         x = T.transpose(input, 0, 1) if self.batch_first else input
         hx = self._initial_state(hx, x.shape[1], x.dtype)
-        dirs = 2 if self.bidirectional else 1
         final_h, final_c = [], []
         layer_in = x
         for layer in range(self.num_layers):
-            outs = []
-            for d in range(dirs):
-                k = layer * dirs + d
-                state = (hx[0][k], hx[1][k]) if lstm else hx[k]
-                seq, last = self._run_direction(layer_in, state, layer, d)
-                outs.append(seq)
-                if lstm:
-                    final_h.append(last[0])
-                    final_c.append(last[1])
-                else:
-                    final_h.append(last)
-            layer_in = T.cat(outs, -1) if dirs == 2 else outs[0]
+            outs = self._directions(self._run_direction, layer_in, None, hx, layer,
+                                    final_h, final_c)
+            layer_in = T.cat(outs, -1) if len(outs) == 2 else outs[0]
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_in = F.dropout(layer_in, self.dropout, True)
-        h_n = T.stack(final_h, 0)
-        state = (h_n, T.stack(final_c, 0)) if lstm else h_n
+        state = self._final_state(final_h, final_c)
         out = T.transpose(layer_in, 0, 1) if self.batch_first else layer_in
         if unbatched:
             out = T.squeeze(out, 0 if self.batch_first else 1)
             state = (T.squeeze(state[0], 1), T.squeeze(state[1], 1)) if lstm else \
                 T.squeeze(state, 1)
         return out, state
+
+    def _directions(self, run, layer_in, batch_sizes, hx, layer: int, final_h, final_c):
+        """Each direction of one layer run by `run`: their outputs, in direction order;
+        the final states are appended to final_h (and final_c)."""
+        lstm = self.mode == "LSTM"
+        dirs = 2 if self.bidirectional else 1
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            state = (hx[0][k], hx[1][k]) if lstm else hx[k]
+            seq, last = run(layer_in, batch_sizes, state, layer, d)
+            outs.append(seq)
+            if lstm:
+                final_h.append(last[0])
+                final_c.append(last[1])
+            else:
+                final_h.append(last)
+        return outs
+
+    def _final_state(self, final_h, final_c):
+        h_n = T.stack(final_h, 0)
+        return (h_n, T.stack(final_c, 0)) if self.mode == "LSTM" else h_n
 
     def _initial_state(self, hx, batch, dtype):
         if hx is None:
@@ -185,7 +196,7 @@ class _RNNBase(Module):
             return (h0, h0) if self.mode == "LSTM" else h0
         return hx
 
-    def _run_direction(self, x, state, layer: int, direction: int):
+    def _run_direction(self, x, batch_sizes, state, layer: int, direction: int):
         """One layer in one direction over x [T, B, F]: (outputs [T, B, H], last state)."""
         w = self._weights(layer, direction)
         lstm = self.mode == "LSTM"
@@ -212,23 +223,13 @@ class _RNNBase(Module):
             bs = int(batch_sizes[t])
             steps.append(data[start:start + bs])
             start = start + bs
-        dirs = 2 if self.bidirectional else 1
         final_h, final_c = [], []
         layer_in = steps
         for layer in range(self.num_layers):
-            outs = []
-            for d in range(dirs):
-                k = layer * dirs + d
-                state = (hx[0][k], hx[1][k]) if lstm else hx[k]
-                seq, last = self._run_packed(layer_in, batch_sizes, state, layer, d)
-                outs.append(seq)
-                if lstm:
-                    final_h.append(last[0])
-                    final_c.append(last[1])
-                else:
-                    final_h.append(last)
+            outs = self._directions(self._run_packed, layer_in, batch_sizes, hx, layer,
+                                    final_h, final_c)
             layer_in = outs[0]
-            if dirs == 2:
+            if len(outs) == 2:
                 merged = []
                 for t in range(len(outs[0])):
                     merged.append(T.cat([outs[0][t], outs[1][t]], -1))
@@ -238,8 +239,7 @@ class _RNNBase(Module):
                 for s in layer_in:
                     dropped.append(F.dropout(s, self.dropout, True))
                 layer_in = dropped
-        h_n = T.stack(final_h, 0)
-        state = (h_n, T.stack(final_c, 0)) if lstm else h_n
+        state = self._final_state(final_h, final_c)
         if input.unsorted_indices is not None:
             idx = input.unsorted_indices
             state = (T.index_select(state[0], 1, idx), T.index_select(state[1], 1, idx)) \

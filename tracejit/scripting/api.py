@@ -49,6 +49,11 @@ class _Scripted:
         return tuple(tensor(a) if k in self._int_params and type(a) is int else a
                      for k, a in enumerate(args))
 
+    def _python_args(self, args) -> list:
+        """The arguments as the original function takes them (ints as ints)."""
+        return [int(a) if k in self._int_params and isinstance(a, Tensor) else a
+                for k, a in enumerate(args)]
+
     def __call__(self, *args, **kwargs):
         return super().__call__(*self._prepare(args), **kwargs)
 
@@ -126,9 +131,7 @@ class ScriptFunction(_Scripted, TracedFunction):
         return self._run_converted(self.converted, args, kwargs)
 
     def _run_original(self, args, kwargs):
-        args = [int(a) if k in self._int_params and isinstance(a, Tensor) else a
-                for k, a in enumerate(args)]
-        return self.original(*args, **kwargs)
+        return self.original(*self._python_args(args), **kwargs)
 
     def __repr__(self) -> str:
         return f"<ScriptFunction {self.name}: {len(self.traces)} trace(s)>"
@@ -149,9 +152,7 @@ class ScriptModule(_Scripted, TracedModule):
         return self._run_converted(self.converted.__get__(self.module), args, kwargs)
 
     def _run_original(self, args, kwargs):
-        args = [int(a) if k in self._int_params and isinstance(a, Tensor) else a
-                for k, a in enumerate(args)]
-        return self.module(*args, **kwargs)
+        return self.module(*self._python_args(args), **kwargs)
 
     def __repr__(self) -> str:
         return f"<ScriptModule {self.name}: {len(self.traces)} trace(s)>"
