@@ -501,3 +501,23 @@ def test_a_size_from_data_may_be_negative():
 def test_gradients_through_a_loop_under_create_graph():
     agree(for_range_size, *[Call(rg(tj.randn(n, 3))) for n in (3, 5)], create_graph=True)
     agree(while_norm, *[Call(rg(tj.ones(3) * s)) for s in (0.5, 4.0)], create_graph=True)
+
+
+def _clipped(h):
+    if h.abs().max() > 2:
+        h = h / h.abs().max()
+    return h
+
+
+def calls_a_helper(x):
+    for t in range(x.shape[0]):
+        x = _clipped(x * 1.7)
+    return x
+
+
+def test_functions_a_scripted_function_calls_are_compiled_too(backend):
+    sf = agree(calls_a_helper, *[Call(rg(tj.randn(n) + 0.5)) for n in (3, 6, 2)])
+    body = next(n for n in sf.graph.nodes if n.op == "loop").regions[-1]
+    assert any(n.op == "if" for n in body.nodes)  # the helper's branch, not a guard
+    if backend == "numba":
+        assert "# host program of segment" in sf.code

@@ -374,6 +374,12 @@ class TracedFunction:
             tr._program = _program_for(tr.graph, tr.backend, tr.bindings)
         if tr._program is not None:
             parts.append(f"# host program of {self.name}\n{tr._program.source}")
+        for seg in tr.runner.segments():  # a script graph: each straight-line part's
+            if seg._program is _UNSET:
+                seg._program = _program_for(seg.graph, seg.backend, seg.bindings)
+            if seg._program is not None:
+                parts.append(f"# host program of segment {seg.graph.name}\n"
+                             f"{seg._program.source}")
         for node in self.graph.walk():
             if node.op == "fused":
                 gen = generate_row if node.attrs["kind"] == "row" else generate
