@@ -510,7 +510,7 @@ def _clipped(h):
 
 
 def calls_a_helper(x):
-    for t in range(x.shape[0]):
+    for _ in range(x.shape[0]):
         x = _clipped(x * 1.7)
     return x
 
