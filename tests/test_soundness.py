@@ -535,3 +535,19 @@ def test_gather_with_an_index_longer_than_the_input_raises_like_pytorch():
     agree(lambda x, y: x.log_softmax(-1).gather(-1, y.argmin(-1, keepdim=True)),
           Call(tj.randn(2, 3), tj.randn(1, 3)), Call(tj.randn(0, 3), tj.randn(1, 3)),
           Call(tj.randn(5, 3), tj.randn(1, 3)))
+
+
+def test_create_graph_through_a_call_whose_inputs_reach_one_another():
+    """Under create_graph a traced call replays its forward differentiably; the gradient
+    of an input must be the call's own vjp, not also what reaches it through another
+    input's history (b = a * 3 computed before the call)."""
+    f = tj.trace(lambda a, b: (a * b).tanh(), (rg(tj.ones(3)), rg(tj.ones(3))))
+
+    for v in (0.5, -0.2):
+        a1, a2 = rg(tj.ones(3) * v), rg(tj.ones(3) * v)
+        (g1,) = tj.autograd.grad([f(a1, a1 * 3).sum()], [a1], create_graph=True)
+        (g2,) = tj.autograd.grad([(a2 * (a2 * 3)).tanh().sum()], [a2], create_graph=True)
+        assert np.allclose(g1.detach().numpy(), g2.detach().numpy(), rtol=1e-5)
+        (h1,) = tj.autograd.grad([g1.sum()], [a1])
+        (h2,) = tj.autograd.grad([g2.sum()], [a2])
+        assert np.allclose(h1.numpy(), h2.numpy(), rtol=1e-4, atol=1e-6)

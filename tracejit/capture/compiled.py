@@ -111,14 +111,22 @@ class CompiledGraph:
         from ..autograd import grad as autograd_grad
         from ..autograd.grad_mode import enable_grad
 
+        from ..ops import OPS
+        from ..tensor.dispatch import apply
+
         create = STATE.grad_enabled
         with enable_grad():
+            # each input through an identity op: the gradients are this call's own vjp
+            # (they stop at these names, not at inputs that also reach one another through
+            # their history, as a loop's x and h do) and stay differentiable in the inputs
+            names = [apply(OPS.expand, t, shape=t._data.shape) if t.requires_grad else t
+                     for t in tensors]
             interp = Interpreter(self.graph)
             env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
-            outs = interp.run(tensors, env)
+            outs = interp.run(names, env)
             pairs = [(o, g) for o, g in zip(outs, grad_outputs)
                      if o.requires_grad and g is not None]
-            return list(autograd_grad([o for o, _ in pairs], [tensors[i] for i in diff],
+            return list(autograd_grad([o for o, _ in pairs], [names[i] for i in diff],
                                       [g for _, g in pairs], create_graph=create,
                                       allow_unused=True, materialize_grads=True))
 
