@@ -521,3 +521,66 @@ def test_functions_a_scripted_function_calls_are_compiled_too(backend):
     assert any(n.op == "if" for n in body.nodes)  # the helper's branch, not a guard
     if backend == "numba":
         assert "# host program of segment" in sf.code
+
+
+# ---- more combinations ------------------------------------------------------------------------
+def break_inner_loop(x):
+    total = x[0, 0] * 0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] > 1:
+                break  # leaves the inner loop only
+            total = total + x[i, j]
+    return total
+
+
+def while_with_continue_and_break(x):
+    i = 0
+    s = x[0] * 0
+    while i < x.shape[0]:
+        i += 1
+        if x[i - 1] < 0:
+            continue
+        s = s + x[i - 1]
+        if s > 2:
+            break
+    return s, i
+
+
+def swap_carried(a, b):
+    for _ in range(a.shape[0]):
+        a, b = b, a + b
+    return a, b
+
+
+class StepNet(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tj.nn.Linear(3, 3)
+
+    def step(self, h):
+        if h.sum() > 0:
+            return self.lin(h).tanh()
+        return self.lin(-h)
+
+    def forward(self, x):
+        for _ in range(4):
+            x = self.step(x)
+        return x
+
+
+def test_combinations_of_loops_branches_and_methods():
+    agree(break_inner_loop, *[Call(rg(tj.randn(n, m) + s)) for n, m, s in
+                              [(3, 4, 0.0), (5, 2, 0.0), (4, 6, 0.8)]])
+    agree(while_with_continue_and_break, Call(rg(tj.randn(6))), Call(rg(tj.rand(9))),
+          Call(rg(-tj.rand(3))))
+    agree(swap_carried, Call(rg(tj.randn(3)), rg(tj.randn(3))),
+          Call(rg(tj.randn(6)), rg(tj.randn(6))))
+    net = StepNet()
+    sm = tj.script(net)
+    for v in (1.0, -1.0, 0.5):
+        call = Call(rg(tj.ones(2, 3) * v))
+        diff = compare(outcome(net, *call.fresh(), params=list(net.parameters())),
+                       outcome(sm, *call.fresh(), params=list(net.parameters())))
+        assert diff is None, diff
+    assert sm.stats["compiles"] == 1
