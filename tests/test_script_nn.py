@@ -169,3 +169,15 @@ def test_a_trace_keeps_a_scripted_callees_control_flow():
         x = tj.ones(4) * v
         assert tj.allclose(traced(x), scripted_step.original(x) + 1)
     assert traced.stats["compiles"] == 1 and not traced.traces[0].value_guards()
+
+
+def test_dropout_while_training_draws_what_eager_draws():
+    m = nn.Dropout(0.5)
+    sm = tj.script(m)
+    for n in (4, 7, 5):
+        x = tj.randn(n, 6)
+        tj.manual_seed(n)
+        expected = m(x)
+        tj.manual_seed(n)
+        assert tj.equal(sm(x), expected)
+    assert sm.stats["compiles"] == 1
