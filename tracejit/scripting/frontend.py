@@ -186,10 +186,14 @@ class _Loop:
 
 
 class _Lowering:
+    """Pass 1: exits become assignments (see the module docstring)."""
+
     def __init__(self, filename: str):
         self.filename = filename
-        self.counter = 0
-        self.flag_return = False
+        self.counter = 0             # loops seen: names their break/continue flags
+        self.flag_return = False     # a return on some paths only: the rest runs under a flag
+        self.moved_return = False    # a return became `__tj_ret = ...`
+        self._nested_return = False  # inside a branch or loop (a return there is moved)
 
     def function(self, fn: ast.FunctionDef) -> None:
         body = self.block(fn.body, None)
@@ -201,8 +205,6 @@ class _Lowering:
         if self.moved_return and not isinstance(body[-1], ast.Return):
             body.append(ast.Return(value=_name(_PREFIX + "ret")))
         fn.body = head + body
-
-    moved_return = False
 
     def block(self, stmts, loop: _Loop | None) -> list:
         out = []
@@ -243,8 +245,6 @@ class _Lowering:
                 continue
             out.append(s)
         return out
-
-    _nested_return = False
 
     def _if(self, s: ast.If, rest, loop) -> list:
         saved = self._nested_return
