@@ -584,3 +584,29 @@ def test_combinations_of_loops_branches_and_methods():
                        outcome(sm, *call.fresh(), params=list(net.parameters())))
         assert diff is None, diff
     assert sm.stats["compiles"] == 1
+
+
+# ---- the functional forms, in a plain trace ----------------------------------------------------
+def with_cond(x, w):
+    y = tj.cond((x @ w).sum() > 0, lambda x: (x @ w).tanh() * 2, lambda x: -x.exp(), x)
+    return y.sum()
+
+
+def with_while_loop(i, x):
+    return tj.while_loop(lambda i, x: x.sum() < 50, lambda i, x: (i + 1, x * 2), (i, x))
+
+
+def test_cond_and_while_loop_keep_both_paths_in_a_trace():
+    w = rg(tj.randn(3, 3))
+    traced = tj.trace(with_cond, (rg(tj.randn(4, 3)), w))
+    assert "if(" in str(traced.graph)
+    for n, s in [(5, 1.0), (6, -1.0), (3, 1.0)]:
+        call = Call(rg(tj.randn(n, 3) + s), w)
+        assert compare(outcome(with_cond, *call.fresh()), outcome(traced, *call.fresh())) is None
+    traced = tj.trace(with_while_loop, (tj.tensor(0), rg(tj.rand(3) + 0.1)))
+    assert "loop(" in str(traced.graph)
+    for s in (0.05, 1.0, 30.0):
+        call = Call(tj.tensor(0), rg(tj.rand(3) + s))
+        assert compare(outcome(with_while_loop, *call.fresh()),
+                       outcome(traced, *call.fresh())) is None
+    assert traced.stats["compiles"] == 1
