@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -81,8 +82,16 @@ def _imported_source() -> str:
     return _IMPORTED[0]
 
 
+_LOAD_LOCK = threading.RLock()  # one thread writes and imports a module; others reuse it
+
+
 def load_module(source: str, name_hint: str = "kernel"):
     """Import `source` as a module (from the cache folder when there is one)."""
+    with _LOAD_LOCK:
+        return _load_module(source, name_hint)
+
+
+def _load_module(source: str, name_hint: str):
     root = cache_dir()
     key = source_key(source)
     if root is None:
@@ -101,7 +110,7 @@ def load_module(source: str, name_hint: str = "kernel"):
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
 
