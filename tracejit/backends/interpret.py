@@ -88,7 +88,8 @@ class Interpreter:
     """A graph prepared for repeated runs: values live in a list, each step knows the
     slots it reads and writes and which dispatch entry to call."""
 
-    def __init__(self, graph: Graph, backend: str = "interpret", owner=None):
+    def __init__(self, graph: Graph, backend: str = "interpret", owner=None,
+                 carriers: frozenset = frozenset()):
         """`owner`: the compiled script graph this is part of; on the numba backend its
         straight-line parts then run as compiled segments (forward and backward)."""
         from ..ops.registry import ELEMENTWISE
@@ -100,7 +101,7 @@ class Interpreter:
         self.steps = []
         segments = {}
         if backend == "numba" and owner is not None and getattr(owner, "control_flow", False):
-            segments = _segments(graph, owner)
+            segments = _segments(graph, owner, carriers)
         skip = set()
         for node in graph.nodes:
             if id(node) in skip:
@@ -108,7 +109,8 @@ class Interpreter:
             seg = segments.get(id(node))
             if seg is not None:  # a compiled straight-line part: its nodes are one step
                 skip.update(seg.node_ids)
-                reads = [(slot[v], None) for v in seg.reads]
+                reads = [(slot[v], None) for v in seg.reads] + [
+                    (None, sym) for sym in seg.params]
                 outs = []
                 for v in seg.writes:
                     slot[v] = len(slot)
@@ -125,7 +127,7 @@ class Interpreter:
                 for v in node.outputs:
                     slot[v] = len(slot)
                     outs.append(slot[v])
-                self.steps.append((node.op, node, _control(node, backend, owner),
+                self.steps.append((node.op, node, _control(node, backend, owner, carriers),
                                    list(zip(reads, consts)), None, outs))
                 continue
             if node.op == FUSED:  # run the region's ops one by one
@@ -199,7 +201,8 @@ class Interpreter:
                 continue
             if kind == "segment":
                 STATE.grad_enabled = node and record  # node: the segment's grad mode
-                results = op.call([vals[r] for r, _ in reads])
+                results = op.call([vals[r] if r is not None else _carrier(env[c])
+                                   for r, c in reads])
                 for i, v in zip(out, results):
                     vals[i] = v
                 continue
@@ -230,10 +233,13 @@ class Interpreter:
 
 
 # ---- script graphs: branches, loops and sizes from data ---------------------------------------
-def _control(node, backend: str, owner=None):
+def _control(node, backend: str, owner=None, carriers: frozenset = frozenset()):
     """What a script node's step needs prepared: interpreters of its regions, its sizes."""
     if node.op in (IF, LOOP):
-        regions = [Interpreter(r, backend, owner) for r in node.regions]
+        index, start = node.attrs.get("index"), node.attrs.get("start")
+        if index is not None and type(start) is int and start >= 0:
+            carriers = carriers | {index}  # an index >= 0: segments may take it as a shape
+        regions = [Interpreter(r, backend, owner, carriers) for r in node.regions]
         return regions, {k: _precompile(v) for k, v in node.attrs.items()}
     return None, {k: _precompile(v) for k, v in node.attrs.items()}
 
@@ -356,15 +362,33 @@ def _size_symbols(node) -> set:
     return found
 
 
+def _kernel_symbols(node) -> set:
+    found: set = set()
+    for inner in node.regions[0].nodes:
+        found |= _size_symbols(inner)
+    return found
+
+
 def _plain_symbols(values) -> set:
     from ..ir.symbolic import plain_symbol
 
     return {plain_symbol(d) for v in values for d in v.shape} - {None}
 
 
-def _segments(graph: Graph, owner) -> dict:
+CARRIER_OFFSET = 2  # a carried size k travels as an empty array of shape (k + 2, 0):
+                    # always symbolic (sizes 0 and 1 of inputs are specialised)
+
+
+def _carrier(size: int):
+    from ..tensor.tensor import Tensor
+
+    return Tensor._make(np.empty((size + CARRIER_OFFSET, 0), dtype=np.bool_))
+
+
+def _segments(graph: Graph, owner, carriers: frozenset = frozenset()) -> dict:
     """{id(first node): Segment} for the maximal runs of table ops (and fused kernels)
-    whose sizes their inputs' shapes give: each runs as one compiled call."""
+    whose sizes their inputs' shapes give, or that are `carriers` (loop indices the
+    segment receives as the shape of an empty array): each runs as one compiled call."""
     runs, run = [], []
     inside, external = set(), []
 
@@ -381,10 +405,13 @@ def _segments(graph: Graph, owner) -> dict:
             if not _segmentable(node):
                 continue
         ext = [x for x in node.inputs if isinstance(x, Value) and x not in inside]
-        if not _size_symbols(node) <= _plain_symbols(external + ext):
+        usable = carriers
+        if node.op == FUSED and _kernel_symbols(node) & carriers:
+            usable = frozenset()  # a kernel reads its sizes by name: no carried size
+        if not _size_symbols(node) <= _plain_symbols(external + ext) | usable:
             close()
             ext = [x for x in node.inputs if isinstance(x, Value)]
-            if not _size_symbols(node) <= _plain_symbols(ext):
+            if not _size_symbols(node) <= _plain_symbols(ext) | usable:
                 continue  # its sizes come from elsewhere: it runs as a step of its own
         run.append(node)
         external.extend(x for x in ext if not any(x is e for e in external))
@@ -413,6 +440,8 @@ def _segments(graph: Graph, owner) -> dict:
                 if isinstance(x, Value) and x not in seen:
                     seen.add(x)
                     reads.append(x)
+        params = sorted(set().union(*(_size_symbols(n) for n in nodes)) & carriers -
+                        _plain_symbols(reads))
         out[id(nodes[0])] = Segment(graph, nodes, reads, writes, owner,
-                                    f"{graph.name}_part{k}")
+                                    f"{graph.name}_part{k}", params)
     return out

@@ -136,15 +136,39 @@ class Segment(CompiledGraph):
     the host program, and with gradients one autograd node whose backward is compiled,
     as a traced call's. Its sizes are read from its inputs' shapes."""
 
-    def __init__(self, graph, nodes: list, reads: list, writes: list, owner, name: str):
+    def __init__(self, graph, nodes: list, reads: list, writes: list, owner, name: str,
+                 params: list = ()):
+        """`params`: sizes of the enclosing loops (their indices) the nodes use; each is
+        passed as an empty array whose first size is it plus CARRIER_OFFSET, so that host
+        programs and the joint trace bind it as they bind any input's size."""
+        from ..backends.interpret import CARRIER_OFFSET
+        from ..dtypes import bool_
+        from ..ir.graph import Value
+        from ..ir.symbolic import SymInt, map_leaves
         from .autodiff import _subgraph
 
         self.owner = owner
         self.node_ids = {id(n) for n in nodes}
-        self.reads, self.writes = reads, writes
+        self.reads, self.writes, self.params = reads, writes, list(params)
         self.grad_mode = nodes[0].grad_mode
         sub = _subgraph(graph, name, reads, nodes, writes)
         sub.made_by = "segment"
+        if self.params:
+            mapping, carriers = {}, []
+            for k, sym in enumerate(self.params):
+                shape_sym = SymInt.symbol(f"s{9000 + k}", CARRIER_OFFSET, None)
+                mapping[sym] = shape_sym - CARRIER_OFFSET
+                carriers.append(Value(bool_, (shape_sym, 0), None, f"size_{sym}"))
+
+            def sub_size(x):
+                return map_leaves(x, SymInt, lambda s: s.substitute(mapping))
+            for n in sub.nodes:
+                n.inputs = [x if isinstance(x, Value) else sub_size(x) for x in n.inputs]
+                n.attrs = {key: sub_size(v) for key, v in n.attrs.items()}
+                for v in n.outputs:
+                    v.shape = sub_size(tuple(v.shape))
+            sub.inputs += carriers
+            sub.input_kinds += ["arg"] * len(carriers)
         CompiledGraph.__init__(self, sub, owner.backend, sub.size_bindings())
 
     @property

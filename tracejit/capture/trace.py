@@ -341,6 +341,9 @@ class TracedFunction:
         if any(has_sym(v) for v in out_others):  # this call's sizes, as eager gives them
             result = unflatten(out_spec, out_tensors, hint_of(out_others), rec.inputs)
         rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
+        # sizes the call returns as Python ints are read from the run's sizes: a pass must
+        # keep what binds them
+        rec.graph.size_outputs = [s for v in out_others for s in _sizes_in(v)]
         guards = EntryGuards(rec, len(others), dict(enumerate(others)), pyreads)
         trace = Trace(rec, guards, spec, out_spec, out_others, len(tensors) + len(params),
                       self._backend_name(), [ref for ref, _ in self._param_refs()],
@@ -460,6 +463,14 @@ class TracedFunction:
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self.name}: {len(self.traces)} trace(s)>"
+
+
+def _sizes_in(value) -> list:
+    from ..ir.symbolic import SymInt, map_leaves
+
+    found: list = []
+    map_leaves(value, SymInt, found.append)
+    return found
 
 
 def _data_sizes(graph) -> list[str]:

@@ -93,7 +93,8 @@ class SymInt:
         return symbols_in(self.source())
 
     def substitute(self, mapping: dict) -> "SymInt | int":
-        """This expression with symbols replaced (by ints or other symbol names)."""
+        """This expression with symbols replaced (by ints, other symbol names, or size
+        expressions)."""
         if self.poly is None:
             return self
         out: Poly = {}
@@ -101,7 +102,9 @@ class SymInt:
             term: Poly = {(): coef}
             for sym in mono:
                 rep = mapping.get(sym, sym)
-                term = _poly_mul(term, {(): rep} if isinstance(rep, int) else {(rep,): 1})
+                rep = rep.poly if isinstance(rep, SymInt) and rep.poly is not None else rep
+                term = _poly_mul(term, rep if isinstance(rep, dict) else (
+                    {(): rep} if isinstance(rep, int) else {(rep,): 1}))
             out = _poly_add(out, term)
         return make(self.hint, out, self.recorder, None)
 
