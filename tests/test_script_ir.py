@@ -188,3 +188,21 @@ def test_backward_graphs_of_a_script_graph_are_its_segments(monkeypatch):
     assert sf.backward_graph is not None and sf.backward_graph is sf.backward_graphs[0]
     assert any(n.op == "matmul" for g in sf.backward_graphs for n in g.nodes)
     assert sf.stats["backward_kernels"] > 0 and sf.stats["backward_replays"] == 0
+
+
+def unused_stack(x):
+    hs = []
+    h = x[0] * 0
+    for t in range(x.shape[0]):
+        h = h + x[t]
+        hs.append(h)
+    tj.stack(hs)  # computed, never read: the stack and its length are dead code
+    return h
+
+
+def test_a_size_binding_nothing_reads_is_dead_code():
+    sf = tj.script(unused_stack)
+    for n in (3, 5):
+        x = tj.randn(n, 2)
+        assert tj.allclose(sf(x), unused_stack(x))
+    assert "list_stack" not in all_ops(sf.graph)  # (a loop's carried list stays)
