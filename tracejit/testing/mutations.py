@@ -106,7 +106,6 @@ MUTANTS = [
     ("loop bounds prove comparisons they do not decide", "tracejit/ir/symbolic.py",
      "        if not all(nonneg(s) for s in mono) or (coef > 0) == upper:",
      "        if (coef > 0) == upper:", ["tests/test_script.py", "tests/test_script_nn.py"]),
-
     ("DCE drops size bindings that something reads", "tracejit/ir/passes/dce.py",
      "    if node.op in _BINDERS and _bound(node) & used:", "    if False:",
      ["tests/test_script.py"]),
