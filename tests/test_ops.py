@@ -212,3 +212,14 @@ def test_clamp_bounds_take_part_in_promotion():
     assert tj.tensor([1, 5]).clamp(0, 2).dtype is tj.int64
     with pytest.raises(RuntimeError, match="can't be cast"):
         tj.tensor([1, 2]).clamp_(min=1.5)
+
+
+def test_matmul_of_an_outer_product_equals_numpys_exactly():
+    rng = np.random.default_rng(0)
+    for sa, sb in [((5, 1), (1, 4)), ((2, 5, 1), (1, 3)), ((3, 1), (2, 1, 6))]:
+        a = rng.standard_normal(sa).astype(np.float32)
+        b = rng.standard_normal(sb).astype(np.float32)
+        out = (tj.tensor(a) @ tj.tensor(b)).numpy()
+        assert out.shape == np.matmul(a, b).shape and np.array_equal(out, np.matmul(a, b))
+    with pytest.raises(ValueError):
+        tj.randn(3, 1) @ tj.randn(3, 4)

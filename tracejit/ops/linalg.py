@@ -39,6 +39,12 @@ def _dtype_message(a, b) -> str:
 def _matmul(a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(_dtype_message(a.dtype, b.dtype))
+    if a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1 and b.shape[-2] == 1 and \
+            a.shape[-2] > 1 and b.shape[-1] > 1:
+        # an outer product (a weight's gradient from one row): one product per element,
+        # the same numbers as matmul's, and numpy's broadcasting multiply is several times
+        # faster than its matmul for it
+        return np.multiply(a, b)
     return np.matmul(a, b)
 
 
