@@ -257,6 +257,13 @@ _SYMBOL = re.compile(r"\b[su]\d+\b")
 _DYNAMIC = re.compile(r"\bu\d+\b")
 
 
+def same_dim(a, b) -> bool:
+    """Whether two sizes are the same as written (a symbol by its expression)."""
+    if isinstance(a, SymInt) or isinstance(b, SymInt):
+        return isinstance(a, SymInt) and isinstance(b, SymInt) and a.source() == b.source()
+    return a == b
+
+
 def is_dynamic(size) -> bool:
     """Whether a size depends on data, a loop's iteration or a branch taken (symbols
     u0, u1, ... of script graphs): decisions on it are made when the program runs, not

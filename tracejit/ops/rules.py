@@ -6,7 +6,7 @@ dispatch reuses to explain a numpy failure.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir.symbolic import SymInt
+from ..ir.symbolic import SymInt, is_dynamic, same_dim
 from .registry import AVal, COMPARE, FLOAT, LOGICAL
 
 
@@ -48,8 +48,8 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
     for i in range(-ndim, 0):
         present = [s[i] for s in shapes if len(s) >= -i and not (type(s[i]) is int and
                                                                   s[i] == 1)]
-        if present and _dynamic(present[0]) and all(_same_size(d, present[0])
-                                                     for d in present[1:]):
+        if present and is_dynamic(present[0]) and all(same_dim(d, present[0])
+                                                       for d in present[1:]):
             # one size from data (as written) meets only 1s: it is the result whatever its
             # value, so nothing is decided about it (it may well be 1 in this call)
             out.append(present[0])
@@ -67,18 +67,6 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                 size = d
         out.append(size)
     return tuple(out)
-
-
-def _dynamic(size) -> bool:
-    from ..ir.symbolic import is_dynamic
-
-    return is_dynamic(size)
-
-
-def _same_size(a, b) -> bool:
-    if type(a) is int and type(b) is int:
-        return a == b
-    return hasattr(a, "source") and hasattr(b, "source") and a.source() == b.source()
 
 
 def normalize_dim(dim: int, ndim: int, op: str = "") -> int:

@@ -15,7 +15,6 @@ from ..autograd.grad_mode import STATE
 from ..capture.trace import DEFAULT_BUDGET, LAZY, TracedFunction, TracedModule
 from ..tensor.tensor import Tensor
 from .frontend import convert
-from .runtime import converted
 
 
 class _Scripted:
@@ -188,4 +187,4 @@ def script(fn_or_module, *, backend: str = "auto", budget: int = DEFAULT_BUDGET)
     return ScriptFunction(fn_or_module, backend=backend, budget=budget)
 
 
-__all__ = ["script", "ScriptFunction", "ScriptModule", "converted"]
+__all__ = ["script", "ScriptFunction", "ScriptModule"]

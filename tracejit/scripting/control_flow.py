@@ -18,7 +18,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..ir.graph import IF, LOOP, Value
 from ..ir.passes.rewrite import same_type
-from ..ir.symbolic import SymInt, decide, hint_of
+from ..ir.symbolic import SymInt, decide, hint_of, same_dim
 from ..ops import OPS
 from ..tensor.dispatch import apply, user_frame
 from ..tensor.tensor import Tensor
@@ -452,7 +452,7 @@ def unify(a: Value, b: Value) -> bool:
     if same_type(a, b):
         return True
     for x, y in zip(a.shape, b.shape):
-        if isinstance(x, SymInt) and isinstance(y, SymInt) and x.source() == y.source():
+        if same_dim(x, y):
             continue
         if is_dynamic(x) or is_dynamic(y) or hint_of(x) != hint_of(y):
             return False
@@ -474,8 +474,7 @@ def _widen(rec, a: Value, b: Value, taken: Value):
         return None
     shape, new = [], []
     for d, (x, y) in enumerate(zip(a.shape, b.shape)):
-        if isinstance(x, SymInt) and isinstance(y, SymInt) and x.source() == y.source() or (
-                not isinstance(x, SymInt) and not isinstance(y, SymInt) and x == y):
+        if same_dim(x, y):
             shape.append(x)
         elif is_dynamic(x) or is_dynamic(y):
             sym = rec.new_symbol(int(hint_of(taken.shape[d])))

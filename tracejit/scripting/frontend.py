@@ -331,6 +331,18 @@ def _def(name: str, params: list, body: list, returns: list | None) -> ast.Funct
         decorator_list=[], returns=None, type_params=[])
 
 
+def _names(names):
+    """The variables' names as a tuple of strings (for the helpers' messages)."""
+    return ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load())
+
+
+def _results(names, call):
+    """`(a, b) = call`, or the call alone when the construct assigns nothing."""
+    if not names:
+        return ast.Expr(value=call)
+    return ast.Assign(targets=[_tuple(names, True)], value=call)
+
+
 def _load_maybe(names) -> list:
     """`v = __tj__.ld(lambda: v)`: a variable not assigned yet becomes an Undefined."""
     return [_assign(n, _call("ld", ast.Lambda(args=ast.arguments(
@@ -418,11 +430,10 @@ class _Converter(ast.NodeTransformer):
         names = assigned(node.body + node.orelse)
         then_f, else_f = self._fresh("then"), self._fresh("else")
         call = _call("if_", _test(node.test), _name(then_f), _name(else_f), _tuple(names),
-                     ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load()))
+                     _names(names))
         out = [_def(then_f, names, node.body, names), _def(else_f, names, node.orelse, names)]
         out += _load_maybe(names)
-        out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
-                   ast.Expr(value=call))
+        out.append(_results(names, call))
         return [_at(s, node) for s in out]
 
     def visit_While(self, node):
@@ -439,9 +450,8 @@ class _Converter(ast.NodeTransformer):
                _def(body_f, names, node.body, names)]
         out += _load_maybe(names)
         call = _call("while_", _name(cond_f), _name(body_f), _tuple(names),
-                     ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load()))
-        out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
-                   ast.Expr(value=call))
+                     _names(names))
+        out.append(_results(names, call))
         return [_at(s, node) for s in out]
 
     def visit_For(self, node):
@@ -463,7 +473,7 @@ class _Converter(ast.NodeTransformer):
             cond = _name(cond_f)
         out += _load_maybe(names)
         tail = [_name(body_f), cond, _tuple(names),
-                ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load())]
+                _names(names)]
         it = node.iter
         # `range(...)`: the helper checks at run time that `range` is the builtin
         if isinstance(it, ast.Call) and _is_runtime_call(it) and \
@@ -472,8 +482,7 @@ class _Converter(ast.NodeTransformer):
             call = ast.Call(func=_rt("range_"), args=tail + list(it.args), keywords=[])
         else:
             call = ast.Call(func=_rt("for_each"), args=[node.iter] + tail, keywords=[])
-        out.append(ast.Assign(targets=[_tuple(names, True)], value=call) if names else
-                   ast.Expr(value=call))
+        out.append(_results(names, call))
         return [_at(s, node) for s in out]
 
 

@@ -10,7 +10,7 @@ length is fixed when the function is compiled, and everything on them is unrolle
 from __future__ import annotations
 
 from ..ir.graph import LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK, ListType, Value
-from ..ir.symbolic import SymInt, hint_of, is_dynamic
+from ..ir.symbolic import SymInt, hint_of, is_dynamic, same_dim
 from ..tensor.dispatch import user_frame
 from ..tensor.tensor import Tensor
 from . import control_flow as cf
@@ -51,8 +51,6 @@ def _elem(rec, t: Tensor, elem):
     mine = (v.dtype, tuple(v.shape))
     if elem is None:
         return mine
-    from ..ir.passes.rewrite import same_dim
-
     if elem[0] is not mine[0] or len(elem[1]) != len(mine[1]):
         from ..ir.printer import format_type
 
@@ -117,7 +115,7 @@ def get(rec, xs: list, index):
     node = rec._add(LIST_GET, [v], {"index": index,
                                     "binds": [(d, sym.source()) for d, sym in binds]},
                     [(dtype, shape)], user_frame())
-    out = _fresh(t)
+    out = cf._alias(t)  # a name of its own for the element read
     rec.bind(out, node.output)
     return out
 
@@ -153,7 +151,3 @@ def combine(rec, how: str, xs: list, dim: int):
                     [(dtype, out_shape)], user_frame())
     rec.bind(result, node.output)
     return result
-
-
-def _fresh(t: Tensor) -> Tensor:
-    return cf._alias(t)

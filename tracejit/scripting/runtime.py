@@ -55,38 +55,30 @@ def not_(x):
 
 
 def and_(*thunks):
-    value = thunks[0]()
-    for th in thunks[1:]:
-        if isinstance(value, Tensor) and _capturing():
-            other = th()
-            if not isinstance(other, Tensor):
-                if not other:
-                    return other
-                continue
-            from ..tensor.functional import logical_and
-
-            value = logical_and(_predicate(value), _predicate(other))
-            continue
-        if not value:
-            return value
-        value = th()
-    return value
+    return _bool_op(thunks, stop_when=False)
 
 
 def or_(*thunks):
+    return _bool_op(thunks, stop_when=True)
+
+
+def _bool_op(thunks, stop_when: bool):
+    """`a and b` (stop_when False) / `a or b` (True) in a condition: Python's meaning on
+    Python values (short-circuit included); on a tensor being recorded, a bool tensor."""
+    from ..tensor.functional import logical_and, logical_or
+
+    combine = logical_or if stop_when else logical_and
     value = thunks[0]()
     for th in thunks[1:]:
         if isinstance(value, Tensor) and _capturing():
             other = th()
             if not isinstance(other, Tensor):
-                if other:
+                if bool(other) == stop_when:
                     return other
                 continue
-            from ..tensor.functional import logical_or
-
-            value = logical_or(_predicate(value), _predicate(other))
+            value = combine(_predicate(value), _predicate(other))
             continue
-        if value:
+        if bool(value) == stop_when:
             return value
         value = th()
     return value
