@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from common import median_time, print_table, try_import_torch  # noqa: E402
+from common import contestants_main, try_import_torch  # noqa: E402
 
 
 def np_softmax(x):
@@ -35,77 +35,122 @@ def np_layer_norm_fwd_bwd(x, w, b, dy, eps=1e-5):
     return y, dx, (dy * xhat).sum(0), dy.sum(0)
 
 
-def run() -> dict:
+def _data():
+    rng = np.random.default_rng(0)
+    return {"xs": rng.standard_normal((2048, 1024)).astype(np.float32),
+            "xl": rng.standard_normal((4096, 1024)).astype(np.float32),
+            "w": rng.standard_normal(1024).astype(np.float32),
+            "b": rng.standard_normal(1024).astype(np.float32),
+            "dy": rng.standard_normal((4096, 1024)).astype(np.float32)}
+
+
+def _tracejit(kind: str):
     import tracejit as tj
     from tracejit.nn import functional as F
 
-    rng = np.random.default_rng(0)
-    xs = rng.standard_normal((2048, 1024)).astype(np.float32)
-    xl = rng.standard_normal((4096, 1024)).astype(np.float32)
-    w, b = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(
-        np.float32)
-    softmax = tj.trace(lambda x: x.softmax(-1), (tj.randn(4, 1024),), backend="numba")
-    layer_norm = tj.trace(lambda x, w_, b_: F.layer_norm(x, (1024,), w_, b_),
-                          (tj.randn(4, 1024), tj.ones(1024), tj.zeros(1024)), backend="numba")
-    ts, tl, tw, tb = (tj.from_numpy(a) for a in (xs, xl, w, b))
-    np.testing.assert_allclose(softmax(ts).numpy(), np_softmax(xs), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(layer_norm(tl, tw, tb).numpy(), np_layer_norm(xl, w, b),
-                               rtol=1e-4, atol=1e-5)
-    res = {
-        "softmax numpy": median_time(lambda: np_softmax(xs), repeat=5),
-        "softmax tracejit": median_time(lambda: softmax(ts), repeat=5),
-        "layer_norm numpy": median_time(lambda: np_layer_norm(xl, w, b), repeat=5),
-        "layer_norm tracejit": median_time(lambda: layer_norm(tl, tw, tb), repeat=5),
-    }
-    assert softmax.stats["compiles"] == 1 and layer_norm.stats["compiles"] == 1
-    dy = rng.standard_normal((4096, 1024)).astype(np.float32)
-    tdy = tj.from_numpy(dy)
+    d = _data()
+    xs, xl, w, b, dy = d["xs"], d["xl"], d["w"], d["b"], d["dy"]
+    if kind == "softmax":
+        softmax = tj.trace(lambda x: x.softmax(-1), (tj.randn(4, 1024),), backend="numba")
+        ts = tj.from_numpy(xs)
+        np.testing.assert_allclose(softmax(ts).numpy(), np_softmax(xs), rtol=1e-5, atol=1e-7)
+        assert softmax.stats["compiles"] == 1
+        return lambda: softmax(ts)
+    tl, tw, tb = (tj.from_numpy(a) for a in (xl, w, b))
+    if kind == "layer_norm":
+        layer_norm = tj.trace(lambda x, w_, b_: F.layer_norm(x, (1024,), w_, b_),
+                              (tj.randn(4, 1024), tj.ones(1024), tj.zeros(1024)),
+                              backend="numba")
+        np.testing.assert_allclose(layer_norm(tl, tw, tb).numpy(), np_layer_norm(xl, w, b),
+                                   rtol=1e-4, atol=1e-5)
+        return lambda: layer_norm(tl, tw, tb)
     gx, gw, gb = (tj.from_numpy(a.copy()).requires_grad_() for a in (xl, w, b))
-    ln_grad = tj.trace(lambda x_, w_, b_: F.layer_norm(x_, (1024,), w_, b_),
-                       (tj.randn(4, 1024, requires_grad=True), tj.ones(1024, requires_grad=True),
-                        tj.zeros(1024, requires_grad=True)), backend="numba")
+    tdy = tj.from_numpy(dy)
+    example = (tj.randn(4, 1024, requires_grad=True), tj.ones(1024, requires_grad=True),
+               tj.zeros(1024, requires_grad=True))
+    if kind == "layer_norm fwd+bwd":  # the layer traced, backward from a given gradient
+        ln = tj.trace(lambda x_, w_, b_: F.layer_norm(x_, (1024,), w_, b_), example,
+                      backend="numba")
 
-    def tj_fwd_bwd():
-        gx.grad = gw.grad = gb.grad = None
-        ln_grad(gx, gw, gb).backward(tdy)
-    tj_fwd_bwd()
+        def step():
+            gx.grad = gw.grad = gb.grad = None
+            ln(gx, gw, gb).backward(tdy)
+    else:  # the whole loss traced: (layer_norm(x) * dy).sum()
+        loss = tj.trace(lambda x_, w_, b_, g_: (F.layer_norm(x_, (1024,), w_, b_) * g_).sum(),
+                        example + (tj.randn(4, 1024),), backend="numba")
+
+        def step():
+            gx.grad = gw.grad = gb.grad = None
+            loss(gx, gw, gb, tdy).backward()
+    step()
     _, dx, dw, db = np_layer_norm_fwd_bwd(xl, w, b, dy)
     np.testing.assert_allclose(gx.grad.numpy(), dx, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(gw.grad.numpy(), dw, rtol=1e-3, atol=1e-2)
-    assert ln_grad.stats["backward_kernels"] >= 1
-    res["layer_norm fwd+bwd numpy"] = median_time(lambda: np_layer_norm_fwd_bwd(xl, w, b, dy),
-                                                  repeat=5)
-    res["layer_norm fwd+bwd tracejit"] = median_time(tj_fwd_bwd, repeat=5)
-    torch = try_import_torch()
-    if torch is not None:
-        torch.set_num_threads(2)
-        px, pl = torch.from_numpy(xs), torch.from_numpy(xl)
-        pw, pb = torch.from_numpy(w), torch.from_numpy(b)
-        res["softmax torch"] = median_time(lambda: torch.softmax(px, -1), repeat=5)
-        res["layer_norm torch"] = median_time(
-            lambda: torch.nn.functional.layer_norm(pl, (1024,), pw, pb), repeat=5)
-        qx, qw, qb = (torch.from_numpy(a.copy()).requires_grad_() for a in (xl, w, b))
-        qdy = torch.from_numpy(dy)
+    np.testing.assert_allclose(gb.grad.numpy(), db, rtol=1e-3, atol=1e-2)
+    return step
 
-        def torch_fwd_bwd():
-            qx.grad = qw.grad = qb.grad = None
-            torch.nn.functional.layer_norm(qx, (1024,), qw, qb).backward(qdy)
-        res["layer_norm fwd+bwd torch"] = median_time(torch_fwd_bwd, repeat=5)
-    return res
+
+def _numpy(kind: str):
+    d = _data()
+    if kind == "softmax":
+        return lambda: np_softmax(d["xs"])
+    if kind == "layer_norm":
+        return lambda: np_layer_norm(d["xl"], d["w"], d["b"])
+    return lambda: np_layer_norm_fwd_bwd(d["xl"], d["w"], d["b"], d["dy"])
+
+
+def _torch(kind: str, compiled: bool = False):
+    torch = try_import_torch()
+    torch.set_num_threads(2)
+    d = _data()
+    if kind == "softmax":
+        px = torch.from_numpy(d["xs"])
+        return lambda: torch.softmax(px, -1)
+    pl, pw, pb = (torch.from_numpy(d[k]) for k in ("xl", "w", "b"))
+    if kind == "layer_norm":
+        return lambda: torch.nn.functional.layer_norm(pl, (1024,), pw, pb)
+    qx, qw, qb = (torch.from_numpy(d[k].copy()).requires_grad_() for k in ("xl", "w", "b"))
+    qdy = torch.from_numpy(d["dy"])
+
+    def loss(x_, w_, b_, g_):
+        return (torch.nn.functional.layer_norm(x_, (1024,), w_, b_) * g_).sum()
+    if compiled:
+        loss = torch.compile(loss)
+
+    def step():
+        qx.grad = qw.grad = qb.grad = None
+        loss(qx, qw, qb, qdy).backward()
+    step()
+    return step
+
+
+def contestants() -> dict:
+    found = {}
+    torch = try_import_torch()
+    for kind in ("softmax", "layer_norm", "layer_norm fwd+bwd"):
+        found[f"{kind} numpy"] = lambda k=kind: _numpy(k)
+        found[f"{kind} tracejit"] = lambda k=kind: _tracejit(k)
+        if kind == "layer_norm fwd+bwd":
+            found[f"{kind} tracejit, loss traced"] = lambda: _tracejit("loss")
+        if torch is not None:
+            found[f"{kind} torch"] = lambda k=kind: _torch(k)
+    if torch is not None:
+        found["layer_norm fwd+bwd torch.compile"] = lambda: _torch("loss", compiled=True)
+    return found
 
 
 def main() -> None:
-    r = run()
-    rows = []
-    for name in ("softmax", "layer_norm", "layer_norm fwd+bwd"):
-        base = r[f"{name} numpy"]
-        for who in ("numpy", "tracejit", "torch"):
-            key = f"{name} {who}"
-            if key in r:
-                rows.append([key, f"{r[key] * 1e3:.2f}", f"{r[key] / base:.2f}x"])
-    print_table("row kernels, float32 (ms, median of 5; targets: softmax <= 0.35x numpy, "
-                "layer norm fwd+bwd <= 0.5x numpy)",
-                ["kernel", "ms", "vs numpy"], rows)
+    found = contestants()
+    base = {}
+    for name in found:
+        kind = name.split(" ")[0] if not name.startswith("layer_norm fwd+bwd") else \
+            "layer_norm fwd+bwd"
+        base[name] = f"{kind} torch" if f"{kind} torch" in found else f"{kind} numpy"
+    if "layer_norm fwd+bwd torch.compile" in found:
+        base["layer_norm fwd+bwd tracejit, loss traced"] = "layer_norm fwd+bwd torch.compile"
+    contestants_main(__file__, "row kernels, float32: softmax 2048x1024, layer norm 4096x1024 "
+                     "(targets: softmax <= 1.0x PyTorch eager; layer norm fwd+bwd, loss "
+                     "traced, <= 1.0x torch.compile)", found, base)
 
 
 if __name__ == "__main__":

@@ -276,6 +276,22 @@ def test_row_max_and_min_propagate_nan_like_numpy(n):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool", "float64"])
+def test_row_max_and_min_of_other_dtypes_equal_numpy(dtype):
+    # all-negative integer rows: the running extreme starts from the type's own limit
+    def f(x):
+        return x.amax(-1), x.amin(-1)
+
+    t = traced(f, tj.zeros(2, 7, dtype=getattr(tj, dtype)))
+    rng = np.random.default_rng(1)
+    for a in (rng.integers(-9, -1, (5, 300)), rng.integers(2, 9, (5, 33)),
+              rng.integers(0, 2, (3, 1))):
+        x = tj.from_numpy(a.astype(dtype))
+        for got, want in zip(t(x), f(x)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert t.stats["compiles"] == 1
+
+
 @pytest.mark.parametrize("rows,n", [(6, 5), (300, 257)])  # serial twin; threads
 def test_sums_over_rows_fuse_into_the_row_kernel(rows, n):
     from tracejit.nn import functional as F

@@ -25,6 +25,31 @@ def _float32_from_bits(typingctx, bits):
         return builder.bitcast(args[0], ir.FloatType())
     return sig, codegen
 
+
+def _ieee_extremum(name: str):
+    """An intrinsic for LLVM's `llvm.maximum`/`llvm.minimum` on floats: IEEE 754-2019's
+    maximum and minimum, which propagate NaN (as numpy's and PyTorch's max do) and which
+    LLVM vectorises as a reduction, unlike a compare-and-select that checks for NaN."""
+    @intrinsic
+    def extremum(typingctx, a, b):
+        if not isinstance(a, types.Float) or a != b:
+            return None
+
+        def codegen(context, builder, signature, args):
+            from numba.core import cgutils
+
+            ty = args[0].type
+            bits = "f32" if ty == ir.FloatType() else "f64"
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty, ty]),
+                                                f"llvm.{name}.{bits}")
+            return builder.call(fn, args)
+        return a(a, a), codegen
+    return extremum
+
+
+fmaximum = _ieee_extremum("maximum")
+fminimum = _ieee_extremum("minimum")
+
 # Rational minimax approximation of tanh on [-7.9, 7.9] (the coefficients of Eigen's
 # float tanh); beyond that range 1 - 2**-24, and +-1 where eager's tanh is.
 _A1, _A3, _A5 = np.float32(4.89352455891786e-03), np.float32(6.37261928875436e-04), \
