@@ -48,7 +48,7 @@ def run(n: int) -> list:
 
 
 def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or [1000, 10000, 100000]
+    sizes = [int(a) for a in sys.argv[1:] if not a.startswith("--")] or [1000, 10000, 100000]
     rows = []
     for n in sizes:
         nodes, regions, trace_s, first_s, later_s = run(n)

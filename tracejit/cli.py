@@ -20,7 +20,12 @@ def _bench(args) -> int:
         if not path.exists():
             print(f"no benchmark named {name!r} in {root}", file=sys.stderr)
             return 2
-        runpy.run_path(str(path), run_name="__main__")
+        saved = sys.argv
+        sys.argv = [str(path)] + (["--isolated"] if args.isolated else [])
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        finally:
+            sys.argv = saved
     return 0
 
 
@@ -135,6 +140,9 @@ def main(argv=None) -> int:
     sub.add_parser("demo", help="a guided tour of eager tensors and autograd")
     bench = sub.add_parser("bench", help="run the benchmarks in benchmarks/")
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
+    bench.add_argument("--isolated", action="store_true",
+                       help="also run each contestant alone in its own process (the "
+                            "benchmarks that compare contestants)")
     dump = sub.add_parser("dump", help="print the IR of a function or module in a file")
     dump.add_argument("target", help="FILE.py:NAME (a function, a Module class or instance)")
     dump.add_argument("--input", action="append", default=[],

@@ -132,7 +132,9 @@ def _is_column_value(v) -> bool:
 
 def _is_row_value(v, reduced: set) -> bool:
     """One value per row (vs one per element of the row)."""
-    return v in reduced or not v.shape or v.shape[-1] == 1
+    # a symbolic last size is per element (broadcast at run time when it is 1): comparing
+    # it with 1 would guard the program on it
+    return v in reduced or not v.shape or (type(v.shape[-1]) is int and v.shape[-1] == 1)
 
 
 def generate_row(region: Graph) -> str:

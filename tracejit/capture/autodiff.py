@@ -133,7 +133,9 @@ def _trace_joint(forward: Graph, inputs: list):
     rec.allow_backward = True
     xs = [t.detach().requires_grad_(t.requires_grad) for t in inputs]
     for t, v in zip(xs, forward.inputs):
-        rec.add_input(t, v.name, "arg", symbolic=True)
+        # a size the forward trace keeps symbolic stays symbolic here even when this call
+        # has 1 there: the backward then serves every size the forward does
+        rec.add_input(t, v.name, "arg", symbolic=True, like=v.shape)
     diff = [i for i, t in enumerate(inputs) if t.requires_grad]
     STATE.capture = rec
     try:
@@ -147,7 +149,8 @@ def _trace_joint(forward: Graph, inputs: list):
             STATE.capture = None
             gs = [ones(*outs[k]._data.shape, dtype=outs[k].dtype) for k in float_outs]
             for k, g in zip(float_outs, gs):
-                rec.add_input(g, f"grad_out{k}", "arg", symbolic=True)
+                rec.add_input(g, f"grad_out{k}", "arg", symbolic=True,
+                              like=rec.value_of(outs[k]).shape)
             STATE.capture = rec
             pairs = [(outs[k], g) for k, g in zip(float_outs, gs) if outs[k].requires_grad]
             grads = autograd_grad([o for o, _ in pairs], [xs[i] for i in diff],

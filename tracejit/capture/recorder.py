@@ -88,11 +88,16 @@ class Recorder:
         self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
 
     # ---- inputs ----------------------------------------------------------------------------
-    def add_input(self, t: Tensor, name: str, kind: str, symbolic: bool) -> Value:
+    def add_input(self, t: Tensor, name: str, kind: str, symbolic: bool,
+                  like: tuple = ()) -> Value:
+        """A graph input for `t`. Its sizes are symbols when `symbolic`, but for 0 and 1,
+        which stay static (they change broadcasting) unless `like` (a symbolic shape of
+        the same rank: the forward trace's type of this input) has a symbol there."""
         index = len(self.graph.inputs)
         shape = []
         for d, size in enumerate(t._data.shape):
-            if symbolic and size > 1:  # 0 and 1 stay static: they change broadcasting
+            if symbolic and (size > 1 or (size == 1 and len(like) > d and
+                                          isinstance(like[d], SymInt))):
                 sym = f"s{len(self.bindings)}"
                 self.letters[sym] = self.graph.symbols[sym] = DISPLAY_NAMES[
                     len(self.bindings)] if len(self.bindings) < len(DISPLAY_NAMES) else sym

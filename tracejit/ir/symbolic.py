@@ -202,6 +202,8 @@ class SymInt:
             return hint
         if is_dynamic(self) or is_dynamic(other):  # decided when the program runs
             return self.recorder.size_decision(self, op, other, hint)
+        if decide(self, op, other, {}, _is_input_size) is not None:
+            return hint  # true for every size (`B != -1`, `B >= 0`): nothing to guard
         self.recorder.add_shape_guard(self.source(), op, _src(other), hint)
         return hint
 
@@ -262,6 +264,23 @@ def same_dim(a, b) -> bool:
     if isinstance(a, SymInt) or isinstance(b, SymInt):
         return isinstance(a, SymInt) and isinstance(b, SymInt) and a.source() == b.source()
     return a == b
+
+
+def _is_input_size(sym: str) -> bool:
+    return sym.startswith("s")  # an input's size: never negative
+
+
+def known_same(a, b) -> bool:
+    """Whether two sizes are the same as written, or two input sizes the trace's entry
+    guards already hold equal (`s8 == s0`, a gradient's batch and the input's): deciding
+    how they broadcast then needs no new guard."""
+    if same_dim(a, b):
+        return True
+    sa, sb = plain_symbol(a), plain_symbol(b)
+    if sa is None or sb is None or is_dynamic(a) or is_dynamic(b):
+        return False
+    shown = a.recorder.graph.symbols if a.recorder is not None else {}
+    return sa in shown and shown.get(sa) == shown.get(sb)
 
 
 def is_dynamic(size) -> bool:

@@ -6,7 +6,7 @@ dispatch reuses to explain a numpy failure.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir.symbolic import SymInt, is_dynamic, same_dim
+from ..ir.symbolic import SymInt, is_dynamic, known_same
 from .registry import AVal, COMPARE, FLOAT, LOGICAL
 
 
@@ -48,10 +48,17 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
     for i in range(-ndim, 0):
         present = [s[i] for s in shapes if len(s) >= -i and not (type(s[i]) is int and
                                                                   s[i] == 1)]
-        if present and is_dynamic(present[0]) and all(same_dim(d, present[0])
-                                                       for d in present[1:]):
-            # one size from data (as written) meets only 1s: it is the result whatever its
-            # value, so nothing is decided about it (it may well be 1 in this call)
+        if present and isinstance(present[0], SymInt) and all(known_same(d, present[0])
+                                                               for d in present[1:]):
+            # one symbolic size (as written, or held equal by the entry guards) meets only
+            # 1s: it is the result whatever its value, so nothing is decided about it (it
+            # may well be 1 in this call: a batch of one is served by the same trace)
+            out.append(present[0])
+            continue
+        if len(present) > 1 and not any(is_dynamic(d) for d in present) and \
+                all(d == present[0] for d in present[1:]):
+            # equal sizes broadcast to themselves whatever their value: the guards say
+            # they are equal, not that they differ from 1
             out.append(present[0])
             continue
         size = 1

@@ -41,12 +41,18 @@ def _row_reduction(node) -> bool:
     shape = node.inputs[0].shape
     if node.op == "sum_to":
         target = node.attrs["shape"]
-        return len(target) == len(shape) > 0 and target[-1] == 1 and \
+        return len(target) == len(shape) > 0 and _one(target[-1]) and \
             not (isinstance(shape[-1], int) and shape[-1] == 1) and \
             all(same_dim(a, b) for a, b in zip(target[:-1], shape[:-1]))
     op = OPS[node.op] if node.op in OPS else None
     return op is not None and op.kind == REDUCE and op.expr is not None and \
         len(shape) > 0 and node.attrs.get("dim") == (len(shape) - 1,)
+
+
+def _one(size) -> bool:
+    """A size that is 1 as written (a symbolic size is not compared: that would guard the
+    program on its value)."""
+    return type(size) is int and size == 1
 
 
 def column_sum(node) -> bool:
@@ -74,9 +80,9 @@ def _fits_frame(values, frame) -> bool:
         if len(v.shape) > len(lead) + 1 or not v.shape:
             return not v.shape  # a 0-d value broadcasts everywhere
         pad = (1,) * (len(lead) + 1 - len(v.shape)) + tuple(v.shape)
-        if not all(a == 1 or same_dim(a, b) for a, b in zip(pad[:-1], lead)):
+        if not all(_one(a) or same_dim(a, b) for a, b in zip(pad[:-1], lead)):
             return False
-        if not (same_dim(pad[-1], n) or pad[-1] == 1):
+        if not (same_dim(pad[-1], n) or _one(pad[-1])):
             return False
     return True
 
