@@ -346,6 +346,46 @@ def test_row_sums_stay_accurate(n):
     np.testing.assert_allclose(t(tj.from_numpy(a)).numpy(), want, rtol=2e-6)
 
 
+@pytest.mark.parametrize("rows", [63, 64, 65, 20000])  # around one flush; many flushes
+def test_sums_over_rows_stay_accurate_across_float32_partial_sums(rows):
+    # a bias gradient: float32 partial sums over FLUSH_ROWS rows, then float64
+    b = tj.zeros(64, requires_grad=True)
+    t = traced(lambda x, b_: (x + b_).tanh(), tj.randn(3, 64), b)
+    a = (np.random.default_rng(2).standard_normal((rows, 64)) * 0.3).astype(np.float32)
+    dy = (np.random.default_rng(3).standard_normal((rows, 64)) + 5).astype(np.float32)
+    t(tj.from_numpy(a), b).backward(tj.from_numpy(dy))
+    want = ((1 - np.tanh(a.astype(np.float64)) ** 2) * dy).sum(0)
+    np.testing.assert_allclose(b.grad.numpy(), want, rtol=3e-6)
+
+
+def test_a_full_sum_of_an_elementwise_product_fuses_as_sums_over_rows():
+    # (out * g).sum(): the product is summed per column inside the row kernel, and
+    # only the row of column sums is summed outside it
+    def f(x, g):
+        return (x.tanh() * g).sum()
+
+    t = traced(f, tj.randn(4, 8), tj.randn(4, 8))
+    fused = [n for n in t.graph.nodes if n.op == "fused"]
+    assert len(fused) == 1 and fused[0].attrs["kind"] == "row"
+    assert [n.op for n in fused[0].regions[0].nodes][-1] == "sum_to"
+    for shape in [(300, 257), (1, 5), (70, 1)]:
+        x, g = tj.randn(*shape, dtype=tj.float64), tj.randn(*shape, dtype=tj.float64)
+        np.testing.assert_allclose(t(x.float(), g.float()).item(), f(x, g).item(),
+                                   rtol=2e-5)
+    assert t.stats["compiles"] == 1
+
+
+def test_layer_norm_forward_writes_its_output_once():
+    # no spill: (x - mean) is cheaper to recompute than to store and load again
+    from tracejit.nn import functional as F
+
+    t = traced(lambda x, w, b: F.layer_norm(x, (8,), w, b), tj.randn(4, 8), tj.ones(8),
+               tj.zeros(8))
+    region = next(n for n in t.graph.nodes if n.op == "fused").regions[0]
+    src = numba_cpu.generate_row(region).split("def row_serial")[0]
+    assert src.count("o0[r, j] =") == 1 and "= o0[r, j]" not in src
+
+
 def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
     def f(x, y):
         s = y * y + 1                      # [N], computed inside the row kernel

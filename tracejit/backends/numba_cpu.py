@@ -114,6 +114,7 @@ _COMBINE = {  # a reduction's expr: (initial value, combine, finish) with accumu
 
 
 _PICK = {"max": ">", "min": "<"}
+FLUSH_ROWS = 64  # rows a float32 partial sum over rows spans before it joins the float64 one
 SHORT_ROW = 2048
 
 
@@ -213,6 +214,8 @@ def generate_row(region: Graph) -> str:
 
     per_element = [(j, v) for j, v in enumerate(region.outputs)
                    if not _is_row_value(v, reduced) and v not in summed]
+    partial = [j for j, v in enumerate(region.outputs)  # float32 sums over rows
+               if v in summed and v.dtype.name == "float32"]
     reductions = [n for n in region.nodes if _is_reduction(n)]
     spill = _spill_choice(reductions, per_element, cone, ready, list(summed.values()))
     for node in reductions:
@@ -282,17 +285,30 @@ def generate_row(region: Graph) -> str:
         lines += load
         lines += ["            " + ln for ln in body]
         lines += [f"            o{j}[r, j] = {names[v]}" for j, v in per_element]
-        lines += [f"            o{j}[c, j] += {names[summed[v]]}"
+        lines += [f"            {'p' if j in partial else 'o'}{j}"
+                  f"{'[j]' if j in partial else '[c, j]'} += {names[summed[v]]}"
                   for j, v in enumerate(region.outputs) if v in summed]
     lines += [f"        o{j}[r, 0] = {names[v]}" for j, v in enumerate(region.outputs)
               if _is_row_value(v, reduced) and v not in summed]
+
+    def flush(indent: str) -> list:
+        return [f"{indent}for j in range(n):"] + [
+            ln for j in partial for ln in (f"{indent}    o{j}[c, j] += p{j}[j]",
+                                           f"{indent}    p{j}[j] = 0")]
     if columns:
         # rows in `chunks` blocks, one per thread, each adding into its own accumulator
-        # row c (numba.get_thread_id() would do, but cached code calling it crashes)
+        # row c (numba.get_thread_id() would do, but cached code calling it crashes).
+        # float32 sums add each row into a float32 row of partial sums, which is added
+        # to the float64 accumulator every FLUSH_ROWS rows: float32 adds vectorise twice
+        # as wide, and no partial sum spans more than FLUSH_ROWS rows
         lines[1] = lines[1].replace("(rows, n, ", "(rows, n, chunks, ")
         lines[2:3] = ["    for c in numba.prange(chunks):",
                       "        for r in range(c * rows // chunks, (c + 1) * rows // chunks):"]
         lines[4:] = ["    " + ln for ln in lines[4:]]
+        if partial:
+            lines += [f"            if (r + 1) % {FLUSH_ROWS} == 0:"] + flush(" " * 16)
+            lines += flush(" " * 8)
+            lines[3:3] = [f"        p{j} = np.zeros(n, np.float32)" for j in partial]
     return "\n".join(_HEADER + lines + [""] + _serial_twin(lines)) + "\n"
 
 
@@ -313,19 +329,28 @@ def _serial_twin(lines: list) -> list:
 
 def _spill_choice(reductions, per_element, cone, ready, also_needed=()):
     """(value, output index): the deepest per-element value the last reduction's pass
-    computes that the output pass needs again, stored in an output of its dtype."""
+    computes that the output pass needs again, stored in an output of its dtype — when
+    recomputing it costs more than the store and load (it calls a math function, as
+    softmax's exponential does; a subtraction is cheaper to redo than to write out)."""
     if not reductions or not per_element:
         return None
-    last_pass = {v for n in cone([reductions[-1].inputs[0]]) for v in n.outputs}
-    needed = [v for n in cone([v for _, v in per_element] + list(also_needed))
-              for v in n.outputs]
-    for value in reversed(needed):
-        if value in last_pass:
-            for j, out in per_element:
-                if out.dtype is value.dtype and tuple(map(str, out.shape)) == tuple(
-                        map(str, value.shape)):
-                    return value, j
-    return None
+    # the reductions' results are per-row values by the time the other passes run
+    pending = {n.outputs[0] for n in reductions} - ready
+    ready |= pending
+    try:
+        last_pass = {v for n in cone([reductions[-1].inputs[0]]) for v in n.outputs}
+        needed = [v for n in cone([v for _, v in per_element] + list(also_needed))
+                  for v in n.outputs]
+        for value in reversed(needed):
+            if value in last_pass and any("math." in (OPS[n.op].expr or "")
+                                          for n in cone([value]) if n.op in OPS):
+                for j, out in per_element:
+                    if out.dtype is value.dtype and tuple(map(str, out.shape)) == tuple(
+                            map(str, value.shape)):
+                        return value, j
+        return None
+    finally:
+        ready -= pending
 
 
 def _inputs_of(nodes, values) -> set:

@@ -87,6 +87,36 @@ def _fits_frame(values, frame) -> bool:
     return True
 
 
+def _split_full_sums(graph: Graph) -> Graph:
+    """A float sum of every element of a value an elementwise op computes (a loss
+    `(out * g).sum()`) becomes a sum over rows (`sum_to` [N], which fuses into the row
+    kernel as per-block partial sums) and a sum of that one row: the product is never
+    written out and read back."""
+    producer = {v: n for n in graph.nodes for v in n.outputs}
+
+    def splits(node) -> bool:
+        if node.op != "sum" or node.attrs.get("dim") is not None or node.attrs.get(
+                "keepdim") or node.attrs.get("dtype") is not None:
+            return False
+        x = node.inputs[0]
+        return isinstance(x, Value) and len(x.shape) >= 2 and x.dtype.category == 2 and \
+            x.dtype is node.outputs[0].dtype and x in producer and _elementwise(producer[x])
+    if not any(splits(n) for n in graph.nodes):
+        return graph
+    b = Builder(graph, graph.made_by)
+    for node in graph.nodes:
+        if not splits(node):
+            b.copy(node)
+            continue
+        x = node.inputs[0]
+        rows = b.emit("sum_to", [b.get(x)], {"shape": (x.shape[-1],)},
+                      [(x.dtype, (x.shape[-1],))], node)
+        total = b.emit("sum", [rows.outputs[0]], dict(node.attrs),
+                       [(v.dtype, v.shape) for v in node.outputs], node)
+        b.map[node.outputs[0]] = total.outputs[0]
+    return b.finish()
+
+
 def _downstream(node, users) -> set:
     """ids of the nodes that depend on `node`."""
     seen, stack = set(), list(node.outputs)
@@ -128,6 +158,7 @@ def fuse(graph: Graph) -> Graph:
         for node in graph.nodes:
             b.copy(node)
         graph = b.finish()
+    graph = _split_full_sums(graph)
     nodes = graph.nodes
     index = {id(n): i for i, n in enumerate(nodes)}
     producer = {v: n for n in nodes for v in n.outputs}
