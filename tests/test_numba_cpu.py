@@ -20,6 +20,21 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("error:tracejit. Numba could not compile")
 
 
+@pytest.fixture(autouse=True)
+def _both_twins(monkeypatch):
+    """Kernels of 65,536 elements or more run threaded from their first call here, so the
+    sizes below exercise both twins whichever threading layer is in use."""
+    monkeypatch.setattr(numba_cpu, "SERIAL_BELOW", 1 << 16)
+    monkeypatch.setattr(numba_cpu, "THREADED_AFTER", 0)
+
+
+def test_a_kernel_runs_threaded_from_its_third_large_call(monkeypatch):
+    monkeypatch.setattr(numba_cpu, "THREADED_AFTER", 2)
+    twin = numba_cpu.ThreadedTwin()
+    assert [twin.worth(1 << 20) for _ in range(4)] == [False, False, True, True]
+    assert not twin.worth(10) and twin.worth(1 << 20)  # small calls stay serial
+
+
 def chain(x, b):
     return ((x + b).tanh() * 0.5 + 1).sigmoid() - (x * x).exp() / (b.abs() + 1)
 
@@ -194,7 +209,7 @@ def test_kernels_loaded_from_the_cache_in_a_new_process_give_the_same_results(tm
         " b), (tj.randn(2, 300, requires_grad=True), tj.randn(300, requires_grad=True),"
         " tj.randn(300, requires_grad=True)), backend='numba')\n"
         "tj.manual_seed(0)\n"
-        "for rows in (3, 400):\n"
+        "for rows in (3, 400, 400, 400):\n"  # the threaded twin from the third large call
         "    x, w, b = (tj.randn(*s, requires_grad=True) for s in ((rows, 300), (300,), (300,)))\n"
         "    f(x, w, b).pow(2).sum().backward()\n"
         "    print(*[float(t.grad.sum()) for t in (x, w, b)])\n")
@@ -203,7 +218,7 @@ def test_kernels_loaded_from_the_cache_in_a_new_process_give_the_same_results(tm
                            capture_output=True, text=True) for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr[-2000:]
-    assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout.split()) == 6
+    assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout.split()) == 12
 
 
 def test_cache_command(tmp_path):

@@ -317,6 +317,29 @@ def generate_row(region: Graph) -> str:
 SERIAL_BELOW = serial_below()
 
 
+class ThreadedTwin:
+    """When a kernel runs its threaded variant: for SERIAL_BELOW elements or more, from
+    its THREADED_AFTER-th such call. Compiling the threaded variant costs 0.1-0.3 s more
+    than the serial one (a cold MLP step: 3.3 s against 2.7), which a kernel called once
+    or twice does not earn back; a warm process loads either from the disk cache."""
+
+    __slots__ = ("large_calls",)
+
+    def __init__(self):
+        self.large_calls = 0
+
+    def worth(self, n: int) -> bool:
+        if n < SERIAL_BELOW:
+            return False
+        if self.large_calls >= THREADED_AFTER:
+            return True
+        self.large_calls += 1
+        return self.large_calls > THREADED_AFTER
+
+
+THREADED_AFTER = 2
+
+
 def _serial_twin(lines: list) -> list:
     """The same kernel compiled without threads, named `<name>_serial`."""
     out = []
@@ -456,6 +479,7 @@ class RegionKernel:
         self.out_dtypes = [v.dtype.np for v in region.outputs]
         self.sizes = _size_codes(region)
         self.has_flat = hasattr(self.module, "flat")
+        self.threads = ThreadedTwin()
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -475,7 +499,7 @@ class RegionKernel:
         if n == 0 and any(o.size for o in outs):
             return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
                                                                      out_shapes)))
-        small = n < SERIAL_BELOW
+        small = not self.threads.worth(n)
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
             kernel = self.module.flat_serial if small else self.module.flat
@@ -552,6 +576,7 @@ class RowKernel:
         self.module = load_module(self.source, "row")
         self.reduced = reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
         self.sizes = _size_codes(region)
+        self.threads = ThreadedTwin()
         self.frame_values = row_frame(region)
         self.frame = [_shape_codes(v) for v in self.frame_values]
         # inputs: one value per row, per column (the same in every row), or per element
@@ -594,7 +619,7 @@ class RowKernel:
                if kind == "element" else a.reshape(n) if kind == "column" else
                np.broadcast_to(a, lead + (1,)).reshape(rows, 1)
                for a, kind in zip(arrays, self.row_inputs)]
-        serial = rows * n < SERIAL_BELOW
+        serial = not self.threads.worth(rows * n)
         chunks = 1 if serial else max(1, min(THREADS, rows))
         outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "summed" else
                 np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
