@@ -108,7 +108,7 @@ def contestants_main(script: str, title: str, contestants: dict, baselines: dict
     """A benchmark's command line. `contestants`: {name: setup}, where setup() builds the
     contestant (checking its answer against the oracle) and returns the callable to time;
     contestants that cannot run here (PyTorch or JAX missing) are left out by the caller.
-    `baselines`: {name: baseline name} — the ratio column of each row.
+    `baselines`: {name: baseline name, or a tuple of them} — the ratio columns.
     `--alone NAME` times one contestant and prints JSON; `--isolated` adds a column of each
     contestant alone in its own process next to the interleaved one."""
     import json
@@ -129,14 +129,17 @@ def contestants_main(script: str, title: str, contestants: dict, baselines: dict
         header += [f"{unit_name} alone", "faults/call alone", "ratio alone"]
     rows = []
     for name in contestants:
-        base = baselines.get(name, name)
+        bases = baselines.get(name, name)
+        bases = [b for b in ((bases,) if isinstance(bases, str) else bases) if b in together]
+
+        def ratios(times: dict, t: float, named: bool, bases=bases) -> str:
+            return ", ".join(f"{t / times[b][0]:.2f}x" + (f" vs {b}" if named else "")
+                             for b in bases) or "-"
         t, f = together[name]
-        row = [name, f"{t * unit:.3g}", f"{f:.1f}",
-               f"{t / together[base][0]:.2f}x vs {base}" if base in together else "-"]
+        row = [name, f"{t * unit:.3g}", f"{f:.1f}", ratios(together, t, True)]
         if isolated:
             ta, fa = alone[name]
-            row += [f"{ta * unit:.3g}", f"{fa:.1f}",
-                    f"{ta / alone[base][0]:.2f}x" if base in alone else "-"]
+            row += [f"{ta * unit:.3g}", f"{fa:.1f}", ratios(alone, ta, False)]
         rows.append(row)
     print_table(title + f" (median of {repeat}; together: interleaved in one process"
                 + ("; alone: each in its own process)" if isolated else ")"), header, rows)
