@@ -8,14 +8,17 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench,fast]'
+	$(PY) -m pip install --quiet -e '.[test,bench,fast,cuda]'
 	touch $@
 
 demo: $(VENV)/.installed
 	$(PY) -m tracejit demo
 
+# the CUDA backend's tests run in a process of their own, on Numba's CUDA simulator (it
+# must be switched on before Numba's first import) unless a GPU is there
 test: $(VENV)/.installed
 	$(PY) -m pytest
+	NUMBA_ENABLE_CUDASIM=$${NUMBA_ENABLE_CUDASIM:-1} $(PY) -m pytest tests/cuda_backend
 
 bench: $(VENV)/.installed
 	$(PY) -m tracejit bench

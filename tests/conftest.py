@@ -12,6 +12,11 @@ os.environ.setdefault("TRACEJIT_CACHE_DIR", os.path.join(os.path.dirname(__file_
 
 import tracejit as tj
 
+# tests/cuda_backend runs in a process of its own (`make test` starts it with the CUDA
+# simulator on, which must happen before Numba's first import)
+collect_ignore = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get(
+    "TRACEJIT_CUDA_TESTS") == "1" else ["cuda_backend"]
+
 
 @pytest.fixture(autouse=True)
 def _seed():
