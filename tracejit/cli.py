@@ -1,4 +1,4 @@
-"""Command line: `python -m tracejit demo | bench | dump | cache | fuzz` (installed as
+"""Command line: `python -m tracejit demo | bench | dump | export | cache | fuzz` (installed as
 `tracejit`)."""
 from __future__ import annotations
 
@@ -103,6 +103,47 @@ def _dump(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    """`export FILE.py:NAME --input f32[B,784] -o model.onnx`: a letter in a size names a
+    dynamic dimension (traced at an example size of 3)."""
+    import re
+    import runpy
+
+    import tracejit as tj
+
+    path, _, name = args.target.rpartition(":")
+    if not path or not name:
+        print("export: expected FILE.py:NAME", file=sys.stderr)
+        return 2
+    namespace = runpy.run_path(path, run_name="__tracejit_export__")
+    if name not in namespace:
+        print(f"export: {path} defines no {name!r}", file=sys.stderr)
+        return 2
+    obj = namespace[name]
+    if isinstance(obj, type) and issubclass(obj, tj.nn.Module):
+        obj = obj()
+    inputs, dynamic = [], {}
+    for k, spec in enumerate(args.input):
+        m = re.fullmatch(r"\s*([a-z0-9]+)\[([A-Za-z0-9_, ]*)\]\s*", spec)
+        if not m:
+            raise SystemExit(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[B,784]")
+        sizes = [s for s in m.group(2).replace(" ", "").split(",") if s]
+        named = {d: s for d, s in enumerate(sizes) if not s.isdigit()}
+        if named:
+            dynamic[f"input{k}"] = named
+        example = ",".join("3" if d in named else s for d, s in enumerate(sizes))
+        inputs.append(_parse_input(f"{m.group(1)}[{example}]"))
+    try:
+        tj.onnx.export(obj, tuple(inputs), args.output,
+                       input_names=[f"input{k}" for k in range(len(inputs))],
+                       dynamic_axes=dynamic or None)
+    except tj.onnx.ExportError as err:
+        print(f"export: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output}")
+    return 0
+
+
 def _cache(args) -> int:
     from .runtime import kernel_cache
 
@@ -140,6 +181,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="a guided tour of eager tensors and autograd")
+    export = sub.add_parser("export", help="write a traced function or module as ONNX")
+    export.add_argument("target", help="FILE.py:NAME (a function, module or Module class)")
+    export.add_argument("--input", action="append", default=[],
+                        help="an example input, DTYPE[SIZES]; a letter names a dynamic size "
+                             "(f32[B,784])")
+    export.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     bench = sub.add_parser("bench", help="run the benchmarks in benchmarks/")
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
     bench.add_argument("--isolated", action="store_true",
@@ -175,6 +222,8 @@ def main(argv=None) -> int:
 
         demo()
         return 0
+    if args.command == "export":
+        return _export(args)
     if args.command == "bench":
         return _bench(args)
     if args.command == "dump":

@@ -1,0 +1,254 @@
+"""`tj.onnx.export`: a traced graph, before fusion, written as an ONNX model.
+
+What the IR knows decides what is exported honestly:
+
+- every size symbol of the graph is a named dynamic dimension (`B`, `T`, as the dumps
+  name them; `dynamic_axes` may rename them), and a size the trace pinned to a number
+  is a fixed dimension; sizes computed from symbols (a reshape to `B*T`) are computed in
+  the model from its inputs' shapes (`Shape`, `Gather`, arithmetic);
+- a trace that took a branch on a tensor's value or read one as a Python number (a
+  value guard), or that decided something about sizes other than an equality, is path-
+  specific: eager would compute something else on other inputs, so it is refused, with
+  the guard's source line and the advice to use `tj.script`;
+- parameters are initializers named as the module names them (`0.weight`).
+
+The lowering of each op is `lowering.py`'s table, keyed by `OpDef`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import GUARD, Value
+from ..ir.symbolic import SymInt
+from ..ops import OPS
+from .lowering import LOWERINGS, ONNX_TYPES, REFUSED, ExportError
+
+DEFAULT_OPSET = 17
+
+
+class _Context:
+    """The ONNX graph being built: nodes, initializers, and the names of values."""
+
+    def __init__(self, size_sources: dict):
+        from onnx import helper, numpy_helper
+
+        self.helper, self.numpy_helper = helper, numpy_helper
+        self.nodes: list = []
+        self.initializers: list = []
+        self.known: dict = {}         # name -> dtype name, where known
+        self.node_dtype = "float32"   # the output dtype of the node being lowered
+        self.size_sources = size_sources  # symbol -> (input name, dimension)
+        self._sizes: dict = {}
+        self._count = 0
+
+    def fresh(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}_{self._count}"
+
+    def op(self, op_type: str, inputs: list, **attrs) -> str:
+        out = self.fresh(op_type.lower())
+        self.nodes.append(self.helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+    def const(self, array: np.ndarray, name: str | None = None) -> str:
+        name = name or self.fresh("const")
+        self.initializers.append(self.numpy_helper.from_array(np.asarray(array), name))
+        self.known[name] = np.asarray(array).dtype.name
+        return name
+
+    def cast(self, name: str, dtype: str) -> str:
+        out = self.op("Cast", [name], to=ONNX_TYPES[dtype])
+        self.known[out] = dtype
+        return out
+
+    def dtype(self, name: str) -> str:
+        return self.known.get(name, self.node_dtype)
+
+    def size(self, x) -> str:
+        """An int64 [1] tensor holding size `x` (a number, or a symbol expression)."""
+        if isinstance(x, int):
+            return self.const(np.asarray([x], np.int64))
+        key = x.source()
+        if key in self._sizes:
+            return self._sizes[key]
+        if x.poly is None:
+            raise ExportError(f"the size {key} is not a polynomial in the input sizes")
+        total = None
+        for mono, coef in sorted(x.poly.items()):
+            term = None if coef == 1 and mono else self.const(np.asarray([coef], np.int64))
+            for sym in mono:
+                if sym not in self.size_sources:
+                    raise ExportError(f"the size {sym} is not an input's size")
+                name, dim = self.size_sources[sym]
+                part = self._sizes.get(sym)
+                if part is None:
+                    shape = self.op("Shape", [name])
+                    part = self._sizes[sym] = self.op(
+                        "Gather", [shape, self.const(np.asarray([dim], np.int64))])
+                term = part if term is None else self.op("Mul", [term, part])
+            total = term if total is None else self.op("Add", [total, term])
+        self._sizes[key] = total
+        return total
+
+    def shape(self, shape, allow_infer: bool = False) -> str:
+        """An int64 [rank] tensor of a shape; `allow_infer`: one size ONNX cannot be told
+        (an expression that is not a polynomial) becomes -1, as Reshape allows."""
+        shape = tuple(shape)
+        if all(isinstance(d, int) for d in shape):
+            return self.const(np.asarray(shape, np.int64))
+        opaque = [d for d in shape if isinstance(d, SymInt) and d.poly is None]
+        parts = []
+        for d in shape:
+            if allow_infer and len(opaque) == 1 and d is opaque[0]:
+                parts.append(self.const(np.asarray([-1], np.int64)))
+            else:
+                parts.append(self.size(d))
+        return self.op("Concat", parts, axis=0)
+
+
+def _dim_name(size, graph, rename: dict) -> str | int:
+    if isinstance(size, int):
+        return size
+    text = size.source()
+    for sym in sorted(graph.symbols, key=len, reverse=True):
+        text = text.replace(sym, rename.get(sym, graph.symbols[sym]))
+    return text
+
+
+def _refuse_path_specific(tr, graph) -> None:
+    for node in graph.nodes:
+        if node.op == GUARD:
+            raise ExportError(
+                f"cannot export {graph.name}: the trace read a tensor's value at "
+                f"{node.source or 'an unknown line'} ({node.attrs.get('kind')} == "
+                f"{node.attrs.get('expected')!r}), so the model it describes holds for that "
+                "value only; eager computes something else on other inputs. Script the "
+                "function (`tj.script`) to keep the branch in the graph.")
+    from ..ir.symbolic import symbols_in
+
+    # a size pinned to a number is a fixed dimension: what else was decided about it holds
+    pinned = {g.lhs for g in tr.shape_guards if g.op == "==" and g.expected is True and
+              g.rhs.lstrip("-").isdigit()}
+    for g in tr.shape_guards:
+        if not (g.op == "==" and g.expected is True) and not _excludes_only_empty(g) and \
+                not symbols_in(g.source) <= pinned:
+            raise ExportError(
+                f"cannot export {graph.name}: the trace decided `{g.describe(graph.symbols)}` "
+                f"at {g.where or 'an unknown line'}, so it holds for those sizes only")
+
+
+def _excludes_only_empty(g) -> bool:
+    """`s != 0`, `s > 0`, `s >= 1` (stored as ==, <= and < with expected False): a size
+    that is not 0 only separates eager's error for an empty input (a reshape with -1),
+    which the model's dimensions assume away; every other size takes the traced path."""
+    return g.expected is False and (g.op, g.rhs) in (("==", "0"), ("<=", "0"), ("<", "1"))
+
+
+def export(model_or_fn, args, path=None, input_names=None, output_names=None,
+           dynamic_axes=None, opset_version=None):
+    """Trace `model_or_fn` on `args` (or take an already traced function) and write its
+    graph to `path` as an ONNX model (PyTorch's signature); returns the ModelProto."""
+    import onnx
+
+    from ..capture.trace import TracedFunction, trace
+
+    if getattr(model_or_fn, "_is_script", False) or type(model_or_fn).__name__.startswith(
+            "Script"):
+        raise ExportError("exporting a scripted function (ONNX If and Loop) is not "
+                          "supported yet; export a trace of a path without value guards")
+    args = args if isinstance(args, tuple) else (args,)
+    traced = model_or_fn if isinstance(model_or_fn, TracedFunction) else trace(
+        model_or_fn, args, backend="interpret")
+    tr = traced.traces[0]
+    stages = [name for name, _, _ in tr.stages]
+    graph = tr.stages[stages.index("fuse") - 1][1] if "fuse" in stages else tr.graph
+    _refuse_path_specific(tr, graph)
+    rename = {}
+    n_args = graph.input_kinds.count("arg")
+    arg_values = [v for v, k in zip(graph.inputs, graph.input_kinds) if k == "arg"]
+    names = list(input_names or []) + [v.name or f"input{i}" for i, v in
+                                       enumerate(arg_values)][len(input_names or []):]
+    for i, name in enumerate(names[:n_args]):
+        for d, axis_name in _axes(dynamic_axes, name, i):
+            size = arg_values[i].shape[d]
+            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
+                (mono, _), = size.poly.items()
+                if len(mono) == 1:
+                    rename[mono[0]] = axis_name
+    size_sources = {sym: (names[i], d) for i, d, sym in tr.bindings if i < n_args}
+    params = [store[key] for store, key in tr.param_refs]
+    constants = iter(params + list(tr.captured))
+    held = {v: np.asarray(next(constants)._data, v.dtype.np)
+            for v, kind in zip(graph.inputs, graph.input_kinds) if kind != "arg"}
+    model = build_model(graph, names, held, size_sources, rename, output_names,
+                        opset_version)
+    if path is not None:
+        onnx.save(model, str(path))
+    return model
+
+
+def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = None,
+                rename: dict | None = None, output_names=None, opset_version=None):
+    """The ONNX model of `graph`: inputs of kind "arg" are model inputs named
+    `arg_names`; the others are initializers with the values `held` gives them (named as
+    the graph names them: a module's parameter names)."""
+    import onnx
+    from onnx import helper
+
+    rename = rename or {}
+    ctx = _Context(size_sources or {})
+    values: dict = {}
+    inputs = []
+    args = iter(arg_names)
+    for k, (v, kind) in enumerate(zip(graph.inputs, graph.input_kinds)):
+        if kind == "arg":
+            name = next(args)
+            inputs.append(helper.make_tensor_value_info(
+                name, ONNX_TYPES[v.dtype.name], [_dim_name(d, graph, rename) for d in v.shape]))
+            ctx.known[name] = v.dtype.name
+        else:
+            name = v.name if kind == "param" and v.name else f"constant{k}"
+            ctx.const(held[v], name)
+        values[v] = name
+    for node in graph.nodes:
+        op = OPS[node.op] if node.op in OPS else None
+        lower = LOWERINGS.get(op)
+        if lower is None:
+            why = REFUSED.get(op, "no lowering")
+            raise ExportError(f"cannot export {node.op} (at {node.source or 'an unknown line'})"
+                              f": {why}")
+        ctx.node_dtype = node.outputs[0].dtype.name
+        ins = [values[x] if isinstance(x, Value) else x for x in node.inputs]
+        try:
+            outs = lower(ctx, node, ins)
+        except ExportError as err:
+            raise ExportError(f"{err} (at {node.source or 'an unknown line'})") from None
+        for v, name in zip(node.outputs, outs):
+            values[v] = name
+            ctx.known[name] = v.dtype.name
+    out_names = list(output_names or []) + [f"output{i}" for i in range(len(graph.outputs))][
+        len(output_names or []):]
+    outputs = []
+    for v, name in zip(graph.outputs, out_names):
+        ctx.nodes.append(helper.make_node("Identity", [values[v]], [name]))
+        outputs.append(helper.make_tensor_value_info(
+            name, ONNX_TYPES[v.dtype.name], [_dim_name(d, graph, rename) for d in v.shape]))
+    onnx_graph = helper.make_graph(ctx.nodes, graph.name or "tracejit", inputs, outputs,
+                                   ctx.initializers)
+    opsets = [helper.make_opsetid("", opset_version or DEFAULT_OPSET)]
+    # the oldest IR version the opset needs: runtimes lag the onnx package's newest
+    model = helper.make_model(onnx_graph, opset_imports=opsets, producer_name="tracejit",
+                              ir_version=helper.find_min_ir_version_for(opsets))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _axes(dynamic_axes, name: str, index: int) -> list:
+    """(dimension, name) pairs `dynamic_axes` gives input `name` (PyTorch's forms: a
+    dict {dim: name} or a list of dims)."""
+    if not dynamic_axes or name not in dynamic_axes:
+        return []
+    spec = dynamic_axes[name]
+    if isinstance(spec, dict):
+        return [(int(d), str(n)) for d, n in spec.items()]
+    return [(int(d), f"{name}_dynamic_axes_{j + 1}") for j, d in enumerate(spec)]

@@ -1,0 +1,276 @@
+"""The ONNX exporter's own spelling of each op of the op table, keyed by `OpDef`.
+
+`LOWERINGS[op](ctx, node, ins)` adds the ONNX nodes that compute `node` from the ONNX
+names of its inputs (`ins`: a name per Value operand, the Python value otherwise) and
+returns the names of its outputs. `REFUSED[op]` says why an op is not exported; a test
+parametrised over the op table fails when an op is in neither. Composite operations
+(softmax, layer norm, cross-entropy, ...) are not here: a trace holds their primitives.
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from ..ir.graph import Value
+from ..ir.symbolic import SymInt
+from ..ops import OPS
+
+ONNX_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
+              "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
+              "int32": TensorProto.INT32, "bool": TensorProto.BOOL,
+              "int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
+
+
+class ExportError(RuntimeError):
+    """What cannot be exported honestly, and where in the user's code it comes from."""
+
+
+def _operands(ctx, node, ins, dtype=None) -> list:
+    """The ONNX names of a node's operands, each tensor cast to `dtype` (the output's by
+    default) and each Python number a constant of that dtype."""
+    dtype = dtype or node.outputs[0].dtype.name
+    out = []
+    for x, name in zip(node.inputs, ins):
+        if isinstance(x, Value):
+            out.append(name if x.dtype.name == dtype else ctx.cast(name, dtype))
+        else:
+            out.append(ctx.const(np.asarray(x, dtype=np.dtype(dtype))))
+    return out
+
+
+def _compute_dtype(node) -> str:
+    """The dtype a comparison compares in (its operands' promotion, as eager's)."""
+    from .. import dtypes as dt
+
+    return dt.result_type(*node.inputs).name
+
+
+def _elementwise(onnx_op: str, compare: bool = False):
+    def lower(ctx, node, ins):
+        dtype = _compute_dtype(node) if compare else None
+        return [ctx.op(onnx_op, _operands(ctx, node, ins, dtype))]
+    return lower
+
+
+def _composite(build):
+    """A lowering written as a function of the operands (cast to the output's dtype)."""
+    def lower(ctx, node, ins):
+        return [build(ctx, *_operands(ctx, node, ins))]
+    return lower
+
+
+def _one(ctx, dtype):
+    return ctx.const(np.asarray(1, dtype=np.dtype(dtype)))
+
+
+def _reduce(onnx_op: str):
+    def lower(ctx, node, ins):
+        x = node.inputs[0]
+        dim, keep = node.attrs.get("dim"), bool(node.attrs.get("keepdim", False))
+        name = ins[0] if x.dtype is node.outputs[0].dtype else ctx.cast(
+            ins[0], node.outputs[0].dtype.name)
+        axes = None if dim is None else [int(d) for d in dim]
+        if onnx_op == "ReduceSum":  # axes are an input from opset 13
+            inputs = [name] + ([ctx.const(np.asarray(axes, np.int64))] if axes else [])
+            return [ctx.op(onnx_op, inputs, keepdims=int(keep))]
+        kw = {"axes": axes} if axes is not None else {}
+        return [ctx.op(onnx_op, [name], keepdims=int(keep), **kw)]
+    return lower
+
+
+def _transpose(ctx, node, ins):
+    rank = len(node.inputs[0].shape)
+    perm = list(range(rank))
+    a, b = node.attrs["dim0"] % max(rank, 1), node.attrs["dim1"] % max(rank, 1)
+    perm[a], perm[b] = perm[b], perm[a]
+    return [ctx.op("Transpose", [ins[0]], perm=perm)]
+
+
+def _permute(ctx, node, ins):
+    return [ctx.op("Transpose", [ins[0]], perm=[int(d) for d in node.attrs["dims"]])]
+
+
+def _reshape(ctx, node, ins):
+    return [ctx.op("Reshape", [ins[0], ctx.shape(node.attrs["shape"], allow_infer=True)])]
+
+
+def _expand(ctx, node, ins):
+    return [ctx.op("Expand", [ins[0], ctx.shape(node.attrs["shape"])])]
+
+
+def _sum_to(ctx, node, ins):
+    """Sum over the dimensions broadcasting made: leading ones, and those of size 1 in
+    the target (sizes as written: a symbolic size is never one of them)."""
+    shape, target = node.inputs[0].shape, tuple(node.attrs["shape"])
+    lead = len(shape) - len(target)
+    axes = list(range(lead)) + [lead + k for k, t in enumerate(target)
+                                if isinstance(t, int) and t == 1 and not (
+                                    isinstance(shape[lead + k], int) and shape[lead + k] == 1)]
+    if not axes:
+        return [ctx.op("Identity", [ins[0]])]
+    summed = ctx.op("ReduceSum", [ins[0], ctx.const(np.asarray(axes, np.int64))], keepdims=1)
+    return [ctx.op("Reshape", [summed, ctx.shape(target)])]
+
+
+def _squeeze(ctx, node, ins):
+    dims = node.attrs.get("dims", node.attrs.get("dim"))
+    dims = [dims] if isinstance(dims, int) else list(dims) if dims is not None else None
+    if dims is None:
+        return [ctx.op("Squeeze", [ins[0]])]
+    return [ctx.op("Squeeze", [ins[0], ctx.const(np.asarray(dims, np.int64))])]
+
+
+def _unsqueeze(ctx, node, ins):
+    return [ctx.op("Unsqueeze", [ins[0], ctx.const(np.asarray([node.attrs["dim"]],
+                                                              np.int64))])]
+
+
+def _cat(ctx, node, ins):
+    dtype = node.outputs[0].dtype.name
+    return [ctx.op("Concat", _operands(ctx, node, ins, dtype), axis=int(node.attrs["dim"]))]
+
+
+def _clamp(ctx, node, ins):
+    dtype = node.outputs[0].dtype.name
+    bounds = [ctx.const(np.asarray(b, np.dtype(dtype))) if b is not None else ""
+              for b in (node.attrs.get("min"), node.attrs.get("max"))]
+    return [ctx.op("Clip", [_operands(ctx, node, ins)[0]] + bounds)]
+
+
+def _cast(ctx, node, ins):
+    return [ctx.cast(ins[0], node.outputs[0].dtype.name)]
+
+
+def _constant(ctx, node, ins):
+    value = node.attrs["value"]
+    data = getattr(value, "_data", value)
+    return [ctx.const(np.asarray(data, node.outputs[0].dtype.np))]
+
+
+def _getitem(ctx, node, ins):
+    """Basic indexing: integers, slices of constant bounds (step >= 1), None and `...`;
+    indexing by tensors is refused."""
+    index = node.attrs["index"]
+    index = index if isinstance(index, tuple) else (index,)
+    rank = len(node.inputs[0].shape)
+    if any(item is Ellipsis for item in index):
+        k = index.index(Ellipsis)
+        fill = rank - sum(1 for item in index if item is not None and item is not Ellipsis)
+        index = index[:k] + (slice(None),) * fill + index[k + 1:]
+    starts, ends, axes, steps, squeeze, new_axes = [], [], [], [], [], []
+    axis = 0
+    for item in index:
+        if item is None:  # a new axis of size 1, at its place in the result
+            new_axes.append(axis + len(new_axes) - len(squeeze))
+            continue
+        if isinstance(item, bool) or not isinstance(item, (int, slice)) or (
+                isinstance(item, slice) and any(isinstance(b, SymInt) for b in
+                                                (item.start, item.stop, item.step))):
+            raise ExportError(f"getitem: index {item!r} is not exported (integers, slices "
+                              "with constant bounds, None and ... are)")
+        if isinstance(item, int):
+            starts.append(item)
+            ends.append(item + 1 if item != -1 else np.iinfo(np.int64).max)
+            steps.append(1)
+            squeeze.append(axis)
+        else:
+            step = 1 if item.step is None else item.step
+            if step < 1:
+                raise ExportError("getitem: negative slice steps are not exported")
+            starts.append(0 if item.start is None else item.start)
+            ends.append(np.iinfo(np.int64).max if item.stop is None else item.stop)
+            steps.append(step)
+        axes.append(axis)
+        axis += 1
+    out = ins[0]
+    if axes:
+        out = ctx.op("Slice", [out] + [ctx.const(np.asarray(v, np.int64)) for v in
+                                       (starts, ends, axes, steps)])
+    if squeeze:
+        out = ctx.op("Squeeze", [out, ctx.const(np.asarray(squeeze, np.int64))])
+    if new_axes:
+        out = ctx.op("Unsqueeze", [out, ctx.const(np.asarray(new_axes, np.int64))])
+    return [out if out != ins[0] else ctx.op("Identity", [out])]
+
+
+def _gather(ctx, node, ins):
+    return [ctx.op("GatherElements", [ins[0], ins[1]], axis=int(node.attrs["dim"]))]
+
+
+def _full(ctx, node, ins):
+    from onnx import numpy_helper
+
+    value = np.asarray([node.attrs["value"]], node.outputs[0].dtype.np)
+    return [ctx.op("ConstantOfShape", [ctx.shape(node.attrs["shape"])],
+                   value=numpy_helper.from_array(value))]
+
+
+def _logical(onnx_op: str):
+    def lower(ctx, node, ins):
+        return [ctx.op(onnx_op, _operands(ctx, node, ins, "bool"))]
+    return lower
+
+
+LOWERINGS = {
+    OPS["neg"]: _elementwise("Neg"), OPS["abs"]: _elementwise("Abs"),
+    OPS["exp"]: _elementwise("Exp"), OPS["log"]: _elementwise("Log"),
+    OPS["sqrt"]: _elementwise("Sqrt"), OPS["sin"]: _elementwise("Sin"),
+    OPS["cos"]: _elementwise("Cos"), OPS["tanh"]: _elementwise("Tanh"),
+    OPS["sigmoid"]: _elementwise("Sigmoid"), OPS["relu"]: _elementwise("Relu"),
+    OPS["erf"]: _elementwise("Erf"), OPS["sign"]: _elementwise("Sign"),
+    OPS["floor"]: _elementwise("Floor"),
+    OPS["log1p"]: _composite(lambda c, x: c.op("Log", [c.op("Add", [x, _one(c, c.dtype(x))])])),
+    OPS["rsqrt"]: _composite(lambda c, x: c.op("Reciprocal", [c.op("Sqrt", [x])])),
+    OPS["isnan"]: lambda c, n, ins: [c.op("IsNaN", [ins[0]])],
+    OPS["isfinite"]: lambda c, n, ins: [c.op("Not", [c.op("Or", [c.op("IsNaN", [ins[0]]),
+                                                                 c.op("IsInf", [ins[0]])])])],
+    OPS["logical_not"]: _logical("Not"), OPS["logical_and"]: _logical("And"),
+    OPS["logical_or"]: _logical("Or"), OPS["logical_xor"]: _logical("Xor"),
+    OPS["add"]: _elementwise("Add"), OPS["sub"]: _elementwise("Sub"),
+    OPS["mul"]: _elementwise("Mul"), OPS["div"]: _elementwise("Div"),
+    OPS["pow"]: _elementwise("Pow"), OPS["maximum"]: _elementwise("Max"),
+    OPS["minimum"]: _elementwise("Min"),
+    OPS["lt"]: _elementwise("Less", True), OPS["le"]: _elementwise("LessOrEqual", True),
+    OPS["gt"]: _elementwise("Greater", True), OPS["ge"]: _elementwise("GreaterOrEqual", True),
+    OPS["eq"]: _elementwise("Equal", True),
+    OPS["ne"]: lambda c, n, ins: [c.op("Not", [_elementwise("Equal", True)(c, n, ins)[0]])],
+    OPS["where"]: lambda c, n, ins: [c.op("Where", [_operands(c, n, ins, "bool")[0]] +
+                                          _operands(c, n, ins)[1:])],
+    OPS["tanh_backward"]: _composite(lambda c, g, y: c.op("Mul", [g, c.op("Sub", [
+        _one(c, c.dtype(y)), c.op("Mul", [y, y])])])),
+    OPS["sigmoid_backward"]: _composite(lambda c, g, y: c.op("Mul", [g, c.op("Mul", [
+        y, c.op("Sub", [_one(c, c.dtype(y)), y])])])),
+    OPS["threshold_backward"]: lambda c, n, ins: [c.op("Where", [
+        c.op("Greater", [ins[1], c.const(np.asarray(0, n.inputs[1].dtype.np))]),
+        ins[0], c.const(np.asarray(0, n.outputs[0].dtype.np))])],
+    OPS["cast"]: _cast, OPS["clone"]: lambda c, n, ins: [c.op("Identity", [ins[0]])],
+    OPS["detach"]: lambda c, n, ins: [c.op("Identity", [ins[0]])],
+    OPS["clamp"]: _clamp,
+    OPS["sum"]: _reduce("ReduceSum"), OPS["mean"]: _reduce("ReduceMean"),
+    OPS["prod"]: _reduce("ReduceProd"), OPS["amax"]: _reduce("ReduceMax"),
+    OPS["amin"]: _reduce("ReduceMin"), OPS["sum_to"]: _sum_to,
+    OPS["matmul"]: lambda c, n, ins: [c.op("MatMul", ins[:2])],
+    OPS["transpose"]: _transpose, OPS["permute"]: _permute, OPS["reshape"]: _reshape,
+    OPS["expand"]: _expand, OPS["squeeze"]: _squeeze, OPS["unsqueeze"]: _unsqueeze,
+    OPS["cat"]: _cat, OPS["getitem"]: _getitem, OPS["constant"]: _constant,
+    OPS["gather"]: _gather, OPS["full"]: _full,
+}
+
+_LATER = "not lowered yet"
+REFUSED = {
+    OPS["rand"]: "random numbers: an exported model would not draw eager's",
+    OPS["randn"]: "random numbers: an exported model would not draw eager's",
+    OPS["randint"]: "random numbers: an exported model would not draw eager's",
+    OPS["randperm"]: "random numbers: an exported model would not draw eager's",
+    OPS["nonzero"]: f"{_LATER} (ONNX NonZero returns indices transposed)",
+    OPS["floor_divide"]: f"{_LATER} (ONNX Div truncates integers; PyTorch floors)",
+    OPS["remainder"]: f"{_LATER} (ONNX Mod's sign rules differ for floats)",
+    OPS["argmax"]: f"{_LATER} (ArgMax)", OPS["argmin"]: f"{_LATER} (ArgMin)",
+    OPS["any"]: f"{_LATER} (a ReduceMax over booleans)",
+    OPS["all"]: f"{_LATER} (a ReduceMin over booleans)",
+    OPS["arange"]: f"{_LATER} (Range)", OPS["linspace"]: f"{_LATER} (Range)",
+    OPS["eye"]: f"{_LATER} (EyeLike)",
+    OPS["index_scatter"]: f"{_LATER} (ScatterND)",
+    OPS["scatter_add"]: f"{_LATER} (ScatterElements with reduction='add')",
+    OPS["setitem"]: f"{_LATER} (an in-place update: ScatterND)",
+}
