@@ -49,22 +49,31 @@ def _parse_input(spec: str):
     return tj.randint(0, 10, shape, dtype=dtype)
 
 
-def _dump(args) -> int:
+def _load_target(target: str, command: str):
+    """The object FILE.py:NAME names (a Module class is instantiated), or None after
+    saying what is wrong."""
     import runpy
 
     import tracejit as tj
 
-    path, _, name = args.target.rpartition(":")
+    path, _, name = target.rpartition(":")
     if not path or not name:
-        print("dump: expected FILE.py:NAME", file=sys.stderr)
-        return 2
-    namespace = runpy.run_path(path, run_name="__tracejit_dump__")
+        print(f"{command}: expected FILE.py:NAME", file=sys.stderr)
+        return None
+    namespace = runpy.run_path(path, run_name=f"__tracejit_{command}__")
     if name not in namespace:
-        print(f"dump: {path} defines no {name!r}", file=sys.stderr)
-        return 2
+        print(f"{command}: {path} defines no {name!r}", file=sys.stderr)
+        return None
     obj = namespace[name]
-    if isinstance(obj, type) and issubclass(obj, tj.nn.Module):
-        obj = obj()
+    return obj() if isinstance(obj, type) and issubclass(obj, tj.nn.Module) else obj
+
+
+def _dump(args) -> int:
+    import tracejit as tj
+
+    obj = _load_target(args.target, "dump")
+    if obj is None:
+        return 2
     inputs = tuple(_parse_input(s) for s in args.input)
     backend = "numba" if args.code or args.backward else "auto"
     if args.backward:  # float inputs require grad, so the trace records a backward
@@ -107,21 +116,12 @@ def _export(args) -> int:
     """`export FILE.py:NAME --input f32[B,784] -o model.onnx`: a letter in a size names a
     dynamic dimension (traced at an example size of 3)."""
     import re
-    import runpy
 
     import tracejit as tj
 
-    path, _, name = args.target.rpartition(":")
-    if not path or not name:
-        print("export: expected FILE.py:NAME", file=sys.stderr)
+    obj = _load_target(args.target, "export")
+    if obj is None:
         return 2
-    namespace = runpy.run_path(path, run_name="__tracejit_export__")
-    if name not in namespace:
-        print(f"export: {path} defines no {name!r}", file=sys.stderr)
-        return 2
-    obj = namespace[name]
-    if isinstance(obj, type) and issubclass(obj, tj.nn.Module):
-        obj = obj()
     inputs, dynamic = [], {}
     for k, spec in enumerate(args.input):
         m = re.fullmatch(r"\s*([a-z0-9]+)\[([A-Za-z0-9_, ]*)\]\s*", spec)

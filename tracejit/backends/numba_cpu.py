@@ -85,8 +85,10 @@ def generate_row(region: Graph) -> str:
     return render_row(plan_row(region))
 
 
-def _row_item(item) -> str:
-    """The CPU spelling of one item of a row pass (inside the loop over columns j)."""
+def _row_item(item, statement=None) -> str:
+    """One item of a row pass (inside the loop over columns j) in Numba's Python, which
+    the CPU and CUDA renderers share; `statement` spells a Statement (the CPU's by
+    default)."""
     if isinstance(item, Load):
         index = {"element": "r, j", "column": "j", "row": "r, 0", "spilled": "r, j"}
         return f"{item.local} = {item.param}[{index[item.kind]}]"
@@ -94,7 +96,7 @@ def _row_item(item) -> str:
         return f"{item.param}[r, j] = {item.local}"
     if isinstance(item, Reciprocal):
         return f"{item.target} = {_NP_TYPES[item.dtype]}(1) / {item.of}"
-    return render_statement(item)
+    return (statement or render_statement)(item)
 
 
 def render_row(plan: RowPlan) -> str:
@@ -224,6 +226,19 @@ def _index(access: Access) -> str:
     return ", ".join("0" if d is None else f"i{d}_" for d in access.dims) or "()"
 
 
+def store_lines(plan: ElementwisePlan, indent: str, index: str, nested: bool) -> list:
+    """The stores of an elementwise kernel's outputs (Numba's Python, shared with the
+    CUDA renderer): at the loop's index, or at each output's own broadcast index, where a
+    smaller output is stored once per element, not once per broadcast copy."""
+    lines = []
+    for o in plan.outputs:
+        target = f"{o.param}[{_index(o) if nested else index}]"
+        first = " and ".join(f"i{d}_ == 0" for d in o.first_only) if nested else ""
+        lines.append(f"{indent}if {first}: {target} = {o.local}" if first else
+                     f"{indent}{target} = {o.local}")
+    return lines
+
+
 def generate(region: Graph) -> str:
     """Python source of a module with `flat` (1-D, contiguous) and `nd` kernels."""
     return render_elementwise(plan_elementwise(region))
@@ -244,13 +259,7 @@ def render_elementwise(plan: ElementwisePlan) -> str:
         lines += [f"{indent}{a.local} = {a.param}[{_index(a) if nested else index}]"
                   for a in plan.inputs]
         lines += [indent + ln for ln in body]
-        for o in plan.outputs:
-            target = f"{o.param}[{_index(o) if nested else index}]"
-            first = " and ".join(f"i{d}_ == 0" for d in o.first_only) if nested else ""
-            # a smaller output is stored once per element, not once per broadcast copy
-            lines.append(f"{indent}if {first}: {target} = {o.local}" if first else
-                         f"{indent}{target} = {o.local}")
-        return lines
+        return lines + store_lines(plan, indent, index, nested)
 
     flat = kernel("flat", "i", ["for i in numba.prange(o0.shape[0]):"], False) \
         if plan.flat else []
