@@ -216,3 +216,21 @@ def test_the_gpu_check_script_runs():
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| fused GELU * w + b" in r.stdout and "| softmax 8x64" in r.stdout
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 3, 7), (9, 13, 6), (4, 0, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_tiled_matmul_equals_numpy_at_sizes_that_are_not_tile_multiples(m, k, n, dtype):
+    rng = np.random.default_rng(m * 100 + k)
+    a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+    got = numba_cuda.matmul(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5)
+
+
+def test_matmul_refuses_shapes_that_do_not_multiply_and_mixed_dtypes():
+    a = cuda.to_device(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(2, 3\)"):
+        numba_cuda.matmul(a, a)
+    with pytest.raises(numba_cuda.Unsupported):
+        numba_cuda.matmul(a, cuda.to_device(np.ones((3, 2), np.float64)))

@@ -15,9 +15,11 @@ million element-operations a second), so launches there use few threads.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+from numba import cuda  # the simulator swaps this name in kernels' globals
 
 from ..codegen.plan import ElementwisePlan, Statement, Unsupported, plan_elementwise
 from ..ir.graph import Graph
@@ -118,7 +120,6 @@ class CudaRegionKernel:
         return self.run(arrays, zs, out_shapes, shape)
 
     def run(self, arrays: list, zs, out_shapes, shape: tuple) -> list:
-        from numba import cuda
 
         outs = [cuda.device_array(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
         n = 1
@@ -241,7 +242,6 @@ class CudaRowKernel:
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
 
     def run(self, arrays: list, zs, full: tuple) -> list:
-        from numba import cuda
 
         lead, n = tuple(full[:-1]), full[-1]
         rows = math.prod(lead)
@@ -267,3 +267,57 @@ class CudaRowKernel:
                 results.append(o.reshape(lead + ((n,) if kind == "element" else (1,)
                                                  if rank == len(full) else ())))
         return results
+
+
+# ---- matmul --------------------------------------------------------------------------
+#
+# A tiled matmul: each block computes a TILE x TILE tile of the product, stepping through
+# the inner dimension a tile at a time: both operands' tiles are loaded into shared
+# memory by the block's threads (zeros past the edges), then every thread accumulates
+# its element from them, in float32 for float32 operands, as cuBLAS does by default.
+
+@functools.lru_cache(maxsize=None)
+def _matmul_kernel(tile: int, dtype: str):
+    import numba
+
+    item = getattr(numba, dtype)
+
+    @cuda.jit
+    def matmul(a, b, c):
+        sa = cuda.shared.array((tile, tile), item)
+        sb = cuda.shared.array((tile, tile), item)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row = cuda.blockIdx.y * tile + ty
+        col = cuda.blockIdx.x * tile + tx
+        m, inner = a.shape
+        n = b.shape[1]
+        acc = item(0)
+        for t in range((inner + tile - 1) // tile):
+            k = t * tile + tx
+            sa[ty, tx] = a[row, k] if row < m and k < inner else item(0)
+            k = t * tile + ty
+            sb[ty, tx] = b[k, col] if k < inner and col < n else item(0)
+            cuda.syncthreads()
+            for i in range(tile):
+                acc += sa[ty, i] * sb[i, tx]
+            cuda.syncthreads()
+        if row < m and col < n:
+            c[row, col] = acc
+    return matmul
+
+
+def matmul(a, b):
+    """The product of two 2-D device arrays of one float dtype, as a device array."""
+
+    if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not "
+                         "multiply")
+    if a.dtype != b.dtype or a.dtype.name not in ("float32", "float64"):
+        raise Unsupported("matmul kernels are float32 and float64, of one dtype")
+    tile = 4 if simulated() else 16
+    m, n = a.shape[0], b.shape[1]
+    c = cuda.device_array((m, n), a.dtype)
+    if m and n:  # an empty inner dimension gives zeros (the loop over tiles is empty)
+        grid = (math.ceil(n / tile), math.ceil(m / tile))
+        _matmul_kernel(tile, a.dtype.name)[grid, (tile, tile)](a, b, c)
+    return c
