@@ -120,7 +120,6 @@ class CudaRegionKernel:
         return self.run(arrays, zs, out_shapes, shape)
 
     def run(self, arrays: list, zs, out_shapes, shape: tuple) -> list:
-
         outs = [cuda.device_array(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
         n = 1
         for d in shape:
@@ -242,7 +241,6 @@ class CudaRowKernel:
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
 
     def run(self, arrays: list, zs, full: tuple) -> list:
-
         lead, n = tuple(full[:-1]), full[-1]
         rows = math.prod(lead)
         if rows * n == 0:
