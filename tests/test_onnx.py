@@ -178,3 +178,12 @@ def test_the_export_command_names_dynamic_sizes(tmp_path):
     assert dims == ["B", 12]
     x = np.random.default_rng(0).standard_normal((7, 12)).astype(np.float32)
     assert _session(model).run(None, {"input0": x})[0].shape == (7, 5)
+
+
+@pytest.mark.parametrize("dtype", [tj.int64, tj.float32])
+def test_floor_division_and_remainder_keep_pytorchs_signs(dtype):
+    # negative dividends and divisors: ONNX's Div truncates integers and its Mod of floats
+    # takes the dividend's sign; PyTorch floors and takes the divisor's
+    a = tj.tensor([-7, -6, -1, 0, 1, 6, 7, 5], dtype=dtype)
+    b = tj.tensor([2, -4, 3, -3, -2, 4, -5, 5], dtype=dtype)
+    _check(lambda x, y: (x // y, x % y), (a, b), [(a, b), (a[:5], b[:5])])

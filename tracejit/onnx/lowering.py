@@ -205,6 +205,51 @@ def _full(ctx, node, ins):
                    value=numpy_helper.from_array(value))]
 
 
+def _arg_reduce(onnx_op: str):
+    """ArgMax/ArgMin: the first index of the extreme, as PyTorch; over every element
+    when dim is None (of the flattened input)."""
+    def lower(ctx, node, ins):
+        dim, keep = node.attrs.get("dim"), int(bool(node.attrs.get("keepdim", False)))
+        x = ins[0]
+        if dim is None:
+            x = ctx.op("Reshape", [x, ctx.const(np.asarray([-1], np.int64))])
+            axis, keep = 0, 0
+        else:
+            axis = int(dim[0] if isinstance(dim, (tuple, list)) else dim)
+        return [ctx.op(onnx_op, [x], axis=axis, keepdims=keep, select_last_index=0)]
+    return lower
+
+
+def _bool_reduce(onnx_op: str):
+    """any/all as ReduceMax/ReduceMin over the values cast to int32 (onnxruntime has no
+    boolean reductions), cast back to bool."""
+    def lower(ctx, node, ins):
+        x = ctx.cast(ctx.cast(ins[0], "bool"), "int32")
+        dim, keep = node.attrs.get("dim"), int(bool(node.attrs.get("keepdim", False)))
+        kw = {"axes": [int(d) for d in dim]} if dim is not None else {}
+        return [ctx.cast(ctx.op(onnx_op, [x], keepdims=keep, **kw), "bool")]
+    return lower
+
+
+def _floor_divide(ctx, node, ins):
+    """Floor division: floats Floor(a / b); integers (a - a mod b) / b, exact, with ONNX's
+    Mod taking the divisor's sign as PyTorch does."""
+    a, b = _operands(ctx, node, ins)
+    if node.outputs[0].dtype.category == 2:
+        return [ctx.op("Floor", [ctx.op("Div", [a, b])])]
+    return [ctx.op("Div", [ctx.op("Sub", [a, ctx.op("Mod", [a, b], fmod=0)]), b])]
+
+
+def _remainder(ctx, node, ins):
+    """PyTorch's remainder (the divisor's sign): integers ONNX Mod; floats a - floor(a/b)*b
+    (ONNX Mod of floats is C's fmod, the dividend's sign)."""
+    a, b = _operands(ctx, node, ins)
+    if node.outputs[0].dtype.category == 2:
+        return [ctx.op("Sub", [a, ctx.op("Mul", [ctx.op("Floor", [ctx.op("Div", [a, b])]),
+                                                b])])]
+    return [ctx.op("Mod", [a, b], fmod=0)]
+
+
 def _logical(onnx_op: str):
     def lower(ctx, node, ins):
         return [ctx.op(onnx_op, _operands(ctx, node, ins, "bool"))]
@@ -254,6 +299,9 @@ LOWERINGS = {
     OPS["expand"]: _expand, OPS["squeeze"]: _squeeze, OPS["unsqueeze"]: _unsqueeze,
     OPS["cat"]: _cat, OPS["getitem"]: _getitem, OPS["constant"]: _constant,
     OPS["gather"]: _gather, OPS["full"]: _full,
+    OPS["argmax"]: _arg_reduce("ArgMax"), OPS["argmin"]: _arg_reduce("ArgMin"),
+    OPS["any"]: _bool_reduce("ReduceMax"), OPS["all"]: _bool_reduce("ReduceMin"),
+    OPS["floor_divide"]: _floor_divide, OPS["remainder"]: _remainder,
 }
 
 _LATER = "not lowered yet"
@@ -263,11 +311,6 @@ REFUSED = {
     OPS["randint"]: "random numbers: an exported model would not draw eager's",
     OPS["randperm"]: "random numbers: an exported model would not draw eager's",
     OPS["nonzero"]: f"{_LATER} (ONNX NonZero returns indices transposed)",
-    OPS["floor_divide"]: f"{_LATER} (ONNX Div truncates integers; PyTorch floors)",
-    OPS["remainder"]: f"{_LATER} (ONNX Mod's sign rules differ for floats)",
-    OPS["argmax"]: f"{_LATER} (ArgMax)", OPS["argmin"]: f"{_LATER} (ArgMin)",
-    OPS["any"]: f"{_LATER} (a ReduceMax over booleans)",
-    OPS["all"]: f"{_LATER} (a ReduceMin over booleans)",
     OPS["arange"]: f"{_LATER} (Range)", OPS["linspace"]: f"{_LATER} (Range)",
     OPS["eye"]: f"{_LATER} (EyeLike)",
     OPS["index_scatter"]: f"{_LATER} (ScatterND)",
