@@ -1,0 +1,432 @@
+"""`tj.jit.save` / `tj.jit.load`: compiled programs without their Python source.
+
+A traced function's traces are written as their optimised graphs (fused regions
+included) with what their entry guards check of the inputs (dtypes, ranks, fixed
+sizes, size relations), and the parameters and captured tensors they read. The file is
+one `.npz` (no pickle: `np.load(allow_pickle=False)`), the graphs as JSON in it next to
+the arrays, with a format version that loading checks; nothing in it is executed.
+
+A loaded program runs its graphs on the numba backend (kernels come from the disk cache
+when warm) and joins autograd as a traced call does: its compiled backward is derived
+from the loaded graph, so gradients reach its parameters (`.named_parameters()`). What
+it cannot do without the source is re-trace: inputs no saved trace accepts, and a value
+guard that fails (the saved path branched on a tensor's value), raise an error that
+says which guard.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import zipfile
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ir.graph import Graph, Node, Value
+from ..ir.symbolic import SymInt
+
+FORMAT = "tracejit.program"
+VERSION = 1
+_KEY = "__tracejit_program__"
+
+
+class SaveError(RuntimeError):
+    """A program that cannot be saved, or a file that is not a loadable program."""
+
+
+_SIZE_TOKEN = re.compile(r"\s*(?:([A-Za-z_]\w*)|(\d+)|(//|[-+*%()]))")
+_SIZE_NAMES = re.compile(r"^[su]\d+$")
+
+
+def _size_source(src) -> str:
+    """A size expression read from a file, checked to be only size symbols, integers,
+    arithmetic and abs/min/max: host programs and guards evaluate these, and nothing
+    else from a file may reach Python's evaluation."""
+    if not isinstance(src, str):
+        raise SaveError("tj.jit.load: a size expression is not a string")
+    pos = 0
+    while pos < len(src):
+        m = _SIZE_TOKEN.match(src, pos)
+        if m is None or m.end() == pos:
+            if src[pos:].strip() == "":
+                break
+            raise SaveError(f"tj.jit.load: {src!r} is not a size expression")
+        name = m.group(1)
+        if name is not None and not (_SIZE_NAMES.match(name) or name in ("abs", "min",
+                                                                           "max")):
+            raise SaveError(f"tj.jit.load: {src!r} is not a size expression")
+        pos = m.end()
+    return src
+
+
+# ---- encoding ------------------------------------------------------------------------
+class _Writer:
+    def __init__(self):
+        self.arrays: dict = {}
+
+    def array(self, a: np.ndarray) -> str:
+        key = f"a{len(self.arrays)}"
+        self.arrays[key] = np.ascontiguousarray(a)
+        return key
+
+    def literal(self, x):
+        from ..ops.indexing import Slot
+
+        if x is None or isinstance(x, (bool, str)):
+            return x
+        if isinstance(x, int):
+            return x
+        if isinstance(x, float):
+            return x if math.isfinite(x) else {"float": repr(x)}
+        if isinstance(x, SymInt):
+            poly = None if x.poly is None else [[list(m), c] for m, c in x.poly.items()]
+            return {"sym": x.source(), "poly": poly, "hint": x.hint}
+        if isinstance(x, tuple):
+            return {"tuple": [self.literal(v) for v in x]}
+        if isinstance(x, list):
+            return {"list": [self.literal(v) for v in x]}
+        if isinstance(x, slice):
+            return {"slice": [self.literal(v) for v in (x.start, x.stop, x.step)]}
+        if x is Ellipsis:
+            return {"ellipsis": True}
+        if isinstance(x, dt.dtype):
+            return {"dtype": x.name}
+        if isinstance(x, Slot):
+            return {"slot": x.k}
+        if isinstance(x, np.ndarray):
+            return {"array": self.array(x)}
+        if isinstance(x, np.generic):
+            return {"scalar": self.array(np.asarray(x))}
+        if isinstance(x, dict):
+            return {"dict": [[k, self.literal(v)] for k, v in x.items()]}
+        if hasattr(x, "_data") and isinstance(x._data, np.ndarray):  # a Tensor
+            return {"tensor": self.array(x._data)}
+        raise SaveError(f"tj.jit.save: a graph attribute of type {type(x).__name__} cannot "
+                        "be saved")
+
+    def value_type(self, v: Value) -> dict:
+        return {"dtype": v.dtype.name, "shape": [self.literal(d) for d in v.shape],
+                "name": v.name}
+
+    def graph(self, g: Graph) -> dict:
+        ids: dict = {}
+        for v in g.inputs:
+            ids[v] = len(ids)
+        nodes = []
+        for n in g.nodes:
+            enc = {"op": n.op, "source": n.source, "grad_mode": n.grad_mode,
+                   "inputs": [{"v": ids[x]} if isinstance(x, Value) else
+                              {"lit": self.literal(x)} for x in n.inputs],
+                   "attrs": {k: self.literal(a) for k, a in n.attrs.items()},
+                   "outputs": [self.value_type(v) for v in n.outputs],
+                   "regions": [self.graph(r) for r in n.regions]}
+            for v in n.outputs:
+                ids[v] = len(ids)
+            nodes.append(enc)
+        if g.mutations or g.size_outputs or g.is_script():
+            raise SaveError("tj.jit.save: graphs that update their inputs in place or carry "
+                            "control flow are not saved yet")
+        return {"name": g.name, "made_by": g.made_by, "symbols": g.symbols,
+                "input_kinds": g.input_kinds, "inputs": [self.value_type(v) for v in g.inputs],
+                "nodes": nodes, "outputs": [ids[v] for v in g.outputs]}
+
+
+# ---- decoding ------------------------------------------------------------------------
+class _Reader:
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def array(self, key: str) -> np.ndarray:
+        if key not in self.arrays:
+            raise SaveError(f"tj.jit.load: the file lacks the array {key!r}")
+        return np.array(self.arrays[key])
+
+    def literal(self, x):
+        from ..ops.indexing import Slot
+
+        if not isinstance(x, dict):
+            if isinstance(x, list):
+                raise SaveError("tj.jit.load: malformed literal")
+            return x
+        if "sym" in x:
+            poly = None if x["poly"] is None else {
+                tuple(_size_source(s) for s in m): int(c) for m, c in x["poly"]}
+            return SymInt(int(x["hint"]), poly, None,
+                          None if poly is not None else _size_source(x["sym"]))
+        if len(x) != 1:
+            raise SaveError("tj.jit.load: malformed literal")
+        (kind, body), = x.items()
+        if kind == "float":
+            return float(body)
+        if kind == "tuple":
+            return tuple(self.literal(v) for v in body)
+        if kind == "list":
+            return [self.literal(v) for v in body]
+        if kind == "slice":
+            return slice(*[self.literal(v) for v in body])
+        if kind == "ellipsis":
+            return Ellipsis
+        if kind == "dtype":
+            return dt.as_dtype(body)
+        if kind == "slot":
+            return Slot(int(body))
+        if kind == "array":
+            return self.array(body)
+        if kind == "scalar":
+            return self.array(body)[()]
+        if kind == "dict":
+            return {k: self.literal(v) for k, v in body}
+        if kind == "tensor":
+            from ..tensor.tensor import _make
+
+            return _make(self.array(body))
+        raise SaveError(f"tj.jit.load: unknown literal {kind!r}")
+
+    def value(self, t: dict, producer=None) -> Value:
+        return Value(dt.as_dtype(t["dtype"]), tuple(self.literal(d) for d in t["shape"]),
+                     producer, t.get("name", ""))
+
+    def graph(self, enc: dict) -> Graph:
+        g = Graph(enc["name"], made_by=enc.get("made_by", "load"),
+                  symbols=dict(enc.get("symbols", {})),
+                  input_kinds=list(enc.get("input_kinds", [])))
+        values = [self.value(t) for t in enc["inputs"]]
+        g.inputs = list(values)
+        for n in enc["nodes"]:
+            inputs = [values[x["v"]] if "v" in x else self.literal(x["lit"])
+                      for x in n["inputs"]]
+            # a node's source line is shown in generated code as a comment: one line only
+            source = " ".join(str(n.get("source", "")).split())
+            node = Node(str(n["op"]), inputs,
+                        {str(k): self.literal(a) for k, a in n["attrs"].items()}, [], source)
+            node.grad_mode = n.get("grad_mode", node.grad_mode)
+            node.outputs = [self.value(t, node) for t in n["outputs"]]
+            node.regions = [self.graph(r) for r in n.get("regions", [])]
+            g.nodes.append(node)
+            values += node.outputs
+        g.outputs = [values[k] for k in enc["outputs"]]
+        return g
+
+
+# ---- save ----------------------------------------------------------------------------
+def save(obj, f) -> None:
+    """Write a traced function or module (`tj.trace(...)`) to `f`."""
+    from ..scripting import ScriptFunction, ScriptModule
+    from .trace import TracedFunction
+
+    if isinstance(obj, (ScriptFunction, ScriptModule)) or not isinstance(obj, TracedFunction):
+        raise SaveError(f"tj.jit.save: expected a traced function or module (tj.trace), got "
+                        f"{type(obj).__name__}; scripted programs are not saved yet")
+    if not obj.traces:
+        raise SaveError("tj.jit.save: the function has no trace yet")
+    w = _Writer()
+    traces, params, param_index = [], [], {}
+    names = {(id(store), key): name for (store, key), name in obj._param_refs()}
+    for tr in obj.traces:
+        n_args = _positional_tensors(tr.in_spec)
+        single = _tensor_outputs(tr.out_spec, len(tr.graph.outputs))
+        refs = []
+        for store, key in tr.param_refs:
+            name = names.get((id(store), key), str(key))
+            if name not in param_index:
+                p = store[key]
+                param_index[name] = len(params)
+                params.append({"name": name, "array": w.array(p._data),
+                               "requires_grad": p.requires_grad})
+            refs.append(name)
+        traces.append({
+            "graph": w.graph(tr.graph),
+            "bindings": [list(b) for b in tr.bindings],
+            "shape_guards": [[g.lhs, g.op, g.rhs, g.expected, g.where]
+                             for g in tr.shape_guards],
+            "args": [{"dtype": v.dtype.name, "rank": len(v.shape),
+                      "fixed": [d if isinstance(d, int) else None for d in v.shape]}
+                     for v in tr.graph.inputs[:n_args]],
+            "params": refs,
+            "captured": [w.array(t._data) for t in tr.captured],
+            "outputs": "tensor" if single else "tuple",
+        })
+    meta = {"format": FORMAT, "version": VERSION, "name": getattr(obj, "__name__", "program"),
+            "params": params, "traces": traces}
+    np.savez(f, **{_KEY: np.asarray(json.dumps(meta))}, **w.arrays)
+
+
+def _positional_tensors(spec) -> int:
+    """The number of arguments of a trace called with positional tensors only."""
+    try:
+        (_, args), (_, kwargs) = spec[1]
+        leaves, ok = args, not kwargs
+    except (TypeError, ValueError, IndexError):
+        ok, leaves = False, ()
+    if not ok or any(leaf != ("t", k) for k, leaf in enumerate(leaves)):
+        raise SaveError("tj.jit.save: only traces called with positional tensor arguments are "
+                        "saved yet")
+    return len(leaves)
+
+
+def _tensor_outputs(spec, n: int) -> bool:
+    """Whether the trace returns one tensor (else a tuple of them, in order)."""
+    if spec == ("t", 0) and n == 1:
+        return True
+    if isinstance(spec, tuple) and len(spec) == 2 and spec[0] is tuple and \
+            list(spec[1]) == [("t", k) for k in range(n)]:
+        return False
+    raise SaveError("tj.jit.save: only programs returning a tensor or a tuple of tensors "
+                    "are saved yet")
+
+
+# ---- load ----------------------------------------------------------------------------
+def load(f) -> "LoadedFunction":
+    """A program `tj.jit.save` wrote; refuses other files with a clear message."""
+    from ..ir.verifier import VerificationError
+
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            if _KEY not in z.files:
+                raise SaveError("tj.jit.load: not a tracejit program (no program record "
+                                "in the file)")
+            meta = json.loads(str(z[_KEY]))
+            arrays = {k: z[k] for k in z.files if k != _KEY}
+    except SaveError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, json.JSONDecodeError) as err:
+        raise SaveError(f"tj.jit.load: cannot read {f!r} as a saved program "
+                        f"({type(err).__name__}: {err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SaveError("tj.jit.load: not a tracejit program")
+    if meta.get("version") != VERSION:
+        raise SaveError(f"tj.jit.load: the file is format version {meta.get('version')}; "
+                        f"this tracejit reads version {VERSION}")
+    try:
+        from ..tensor.tensor import _make
+
+        reader = _Reader(arrays)
+        params = {}
+        for p in meta["params"]:
+            t = _make(reader.array(p["array"]))
+            params[p["name"]] = t.requires_grad_() if p["requires_grad"] else t
+        traces = [LoadedTrace(t, reader, params) for t in meta["traces"]]
+    except SaveError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, VerificationError) as err:
+        raise SaveError(f"tj.jit.load: the program record is malformed "
+                        f"({type(err).__name__}: {err})") from None
+    return LoadedFunction(meta.get("name", "program"), traces)
+
+
+class LoadedTrace:
+    """One saved trace: its graph compiled for calls, and what it checks of inputs."""
+
+    def __init__(self, enc: dict, reader: _Reader, params: dict):
+        from ..tensor.tensor import _make
+        from .compiled import CompiledGraph
+
+        graph = reader.graph(enc["graph"])
+        graph.verify()
+        self.bindings = [(int(i), int(d), _size_source(sym)) for i, d, sym in enc["bindings"]]
+        self.shape_guards = [(_size_source(lhs), op, _size_source(rhs), bool(expected),
+                              str(where)) for lhs, op, rhs, expected, where in
+                             enc["shape_guards"]]
+        self.args = enc["args"]
+        self.params = [(name, params[name]) for name in enc["params"]]
+        self.captured = [_make(reader.array(k)) for k in enc["captured"]]
+        self.single = enc["outputs"] == "tensor"
+        self.compiled = CompiledGraph(graph, "numba", self.bindings)
+        self.check = _relations(self.shape_guards)
+
+    def accepts(self, args: tuple) -> str | None:
+        """None when these inputs pass the saved trace's entry checks, else why not."""
+        from ..tensor.tensor import Tensor
+
+        if len(args) != len(self.args):
+            return f"{len(self.args)} tensor arguments, got {len(args)}"
+        for k, (a, want) in enumerate(zip(args, self.args)):
+            if not isinstance(a, Tensor):
+                return f"argument {k}: a tensor, got {type(a).__name__}"
+            if a.dtype.name != want["dtype"] or a.ndim != want["rank"]:
+                return (f"argument {k}: {want['dtype']} of rank {want['rank']}, got "
+                        f"{a.dtype.name} of rank {a.ndim}")
+            for d, size in enumerate(want["fixed"]):
+                if size is not None and a._data.shape[d] != size:
+                    return f"argument {k}: size {size} at dimension {d}, got {a._data.shape[d]}"
+        env = {sym: args[i]._data.shape[d] for i, d, sym in self.bindings if i < len(args)}
+        return self.check(env)
+
+    def run(self, args: tuple):
+        from ..backends.interpret import GuardMiss
+
+        inputs = list(args) + [t for _, t in self.params] + self.captured
+        try:
+            outs = self.compiled.call(inputs)
+        except GuardMiss as miss:
+            raise RuntimeError(
+                f"tj.jit.load: the saved program read a tensor's value at "
+                f"{miss.node.source or 'an unknown line'} and holds for the value it saw "
+                f"then only ({miss.node.attrs.get('expected')!r}, now {miss.seen!r}); "
+                "without the source it cannot trace the other path") from None
+        return outs[0] if self.single else tuple(outs)
+
+
+def _relations(guards: list):
+    """A check of the saved size relations: None when they hold, else the first failing."""
+    ops = {"==": lambda a, b: a == b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
+    compiled = []
+    for lhs, op, rhs, expected, where in guards:
+        if op not in ops:
+            raise SaveError(f"tj.jit.load: unknown relation {op!r}")
+        compiled.append((compile(lhs, "<size>", "eval"), op, compile(rhs, "<size>", "eval"),
+                         expected, f"{lhs} {op} {rhs} is {expected} ({where})"))
+
+    def check(env: dict) -> str | None:
+        for lhs, op, rhs, expected, text in compiled:
+            try:
+                ok = ops[op](eval(lhs, {"__builtins__": {}}, env),  # noqa: S307 — sizes only
+                             eval(rhs, {"__builtins__": {}}, env)) == expected  # noqa: S307
+            except Exception:  # noqa: BLE001 — a symbol this call does not bind
+                ok = False
+            if not ok:
+                return f"sizes: {text}"
+        return None
+    return check
+
+
+class LoadedFunction:
+    """A loaded program: call it like the traced function it was saved from."""
+
+    def __init__(self, name: str, traces: list):
+        self.__name__ = name
+        self.traces = traces
+
+    def __call__(self, *args):
+        reasons = []
+        for tr in self.traces:
+            why = tr.accepts(args)
+            if why is None:
+                return tr.run(args)
+            reasons.append(why)
+        raise RuntimeError(f"tj.jit.load: no saved trace of {self.__name__} accepts these "
+                           f"inputs (without the source it cannot trace a new one): "
+                           + "; ".join(reasons))
+
+    def named_parameters(self):
+        seen = set()
+        for tr in self.traces:
+            for name, t in tr.params:
+                if name not in seen:
+                    seen.add(name)
+                    yield name, t
+
+    def parameters(self):
+        return [t for _, t in self.named_parameters()]
+
+    @property
+    def guards(self) -> list:
+        out = []
+        for tr in self.traces:
+            for k, a in enumerate(tr.args):
+                out.append(f"argument {k}: {a['dtype']}, rank {a['rank']}" + "".join(
+                    f", size {s} at {d}" for d, s in enumerate(a["fixed"]) if s is not None))
+            out += [f"sizes: {lhs} {op} {rhs} is {e}" for lhs, op, rhs, e, _ in
+                    tr.shape_guards]
+        return out
