@@ -144,15 +144,60 @@ def test_a_traced_recurrent_layer_exports_at_its_length_with_a_dynamic_batch(cls
            atol=1e-5)
 
 
-def test_a_scripted_function_is_refused_until_if_and_loop_export():
+def test_a_scripted_branch_exports_as_onnx_if_and_takes_both_paths():
+    tj.manual_seed(3)
+    lin = nn.Linear(5, 5)
+
     @tj.script
     def f(x):
-        if x.sum() > 0:
-            return x * 2
+        h = lin(x)
+        if h.mean() > 0:
+            h = h.relu() * 2
+        else:
+            h = -h
+        return h.sum(-1)
+
+    model = tj.onnx.export(f, (tj.randn(3, 5),), input_names=["x"])
+    assert any(n.op_type == "If" for n in model.graph.node)
+    session = _session(model)
+    taken = set()
+    for k in range(8):
+        x = tj.randn(1 + k, 5) + (2.0 if k % 2 else -2.0)
+        taken.add(bool(lin(x).mean() > 0))
+        with tj.no_grad():
+            want = f(x).numpy()
+        np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], want, rtol=1e-5,
+                                   atol=1e-6)
+    assert taken == {True, False}
+
+
+def test_a_scripted_loop_exports_as_onnx_loop_with_its_index_and_count():
+    @tj.script
+    def f(x, n: int):
+        for i in range(n):
+            if x.sum() > 0:
+                x = x * 0.5
+            else:
+                x = x + i
         return x
 
-    with pytest.raises(ExportError, match="scripted"):
-        tj.onnx.export(f, (tj.ones(3),))
+    model = tj.onnx.export(f, (tj.randn(4), 3), input_names=["x", "n"])
+    assert any(n.op_type == "Loop" for n in model.graph.node)
+    session = _session(model)
+    for x, n in [(tj.randn(6), 5), (-10 * tj.ones(3), 4), (tj.randn(2), 0), (tj.randn(9), 1)]:
+        got = session.run(None, {"x": x.numpy(), "n": np.asarray(n, np.int64)})[0]
+        np.testing.assert_allclose(got, f(x, n).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_scripted_while_loop_is_refused_with_its_line():
+    @tj.script
+    def f(x):
+        while x.norm() > 1:
+            x = x * 0.5
+        return x
+
+    with pytest.raises(ExportError, match=r"while loop at .*test_onnx.py:\d+"):
+        tj.onnx.export(f, (tj.randn(4) * 10,))
 
 
 def test_the_export_command_names_dynamic_sizes(tmp_path):

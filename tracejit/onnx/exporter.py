@@ -64,6 +64,13 @@ class _Context:
     def dtype(self, name: str) -> str:
         return self.known.get(name, self.node_dtype)
 
+    def scalar(self, x, dtype: str) -> str:
+        """A 0-d tensor of `dtype` holding a Python number or a size."""
+        if isinstance(x, SymInt):
+            return self.cast(self.op("Reshape", [self.size(x), self.const(
+                np.asarray([], np.int64))]), dtype)
+        return self.const(np.asarray(x, np.dtype(dtype)))
+
     def size(self, x) -> str:
         """An int64 [1] tensor holding size `x` (a number, or a symbol expression)."""
         if isinstance(x, int):
@@ -77,11 +84,11 @@ class _Context:
         for mono, coef in sorted(x.poly.items()):
             term = None if coef == 1 and mono else self.const(np.asarray([coef], np.int64))
             for sym in mono:
-                if sym not in self.size_sources:
-                    raise ExportError(f"the size {sym} is not an input's size")
-                name, dim = self.size_sources[sym]
                 part = self._sizes.get(sym)
+                if part is None and sym not in self.size_sources:
+                    raise ExportError(f"the size {sym} is not an input's size")
                 if part is None:
+                    name, dim = self.size_sources[sym]
                     shape = self.op("Shape", [name])
                     part = self._sizes[sym] = self.op(
                         "Gather", [shape, self.const(np.asarray([dim], np.int64))])
@@ -150,15 +157,20 @@ def export(model_or_fn, args, path=None, input_names=None, output_names=None,
     graph to `path` as an ONNX model (PyTorch's signature); returns the ModelProto."""
     import onnx
 
+    from ..autograd.grad_mode import no_grad
     from ..capture.trace import TracedFunction, trace
 
-    if getattr(model_or_fn, "_is_script", False) or type(model_or_fn).__name__.startswith(
-            "Script"):
-        raise ExportError("exporting a scripted function (ONNX If and Loop) is not "
-                          "supported yet; export a trace of a path without value guards")
+    from ..scripting import ScriptFunction, ScriptModule
+
     args = args if isinstance(args, tuple) else (args,)
-    traced = model_or_fn if isinstance(model_or_fn, TracedFunction) else trace(
-        model_or_fn, args, backend="interpret")
+    if isinstance(model_or_fn, (ScriptFunction, ScriptModule)):
+        traced = model_or_fn
+        if not traced.traces:  # a scripted function compiles at its first call
+            with no_grad():
+                traced(*args)
+    else:
+        traced = model_or_fn if isinstance(model_or_fn, TracedFunction) else trace(
+            model_or_fn, args, backend="interpret")
     tr = traced.traces[0]
     stages = [name for name, _, _ in tr.stages]
     graph = tr.stages[stages.index("fuse") - 1][1] if "fuse" in stages else tr.graph
@@ -210,22 +222,7 @@ def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = 
             name = v.name if kind == "param" and v.name else f"constant{k}"
             ctx.const(held[v], name)
         values[v] = name
-    for node in graph.nodes:
-        op = OPS[node.op] if node.op in OPS else None
-        lower = LOWERINGS.get(op)
-        if lower is None:
-            why = REFUSED.get(op, "no lowering")
-            raise ExportError(f"cannot export {node.op} (at {node.source or 'an unknown line'})"
-                              f": {why}")
-        ctx.node_dtype = node.outputs[0].dtype.name
-        ins = [values[x] if isinstance(x, Value) else x for x in node.inputs]
-        try:
-            outs = lower(ctx, node, ins)
-        except ExportError as err:
-            raise ExportError(f"{err} (at {node.source or 'an unknown line'})") from None
-        for v, name in zip(node.outputs, outs):
-            values[v] = name
-            ctx.known[name] = v.dtype.name
+    _lower_nodes(ctx, graph.nodes, values)
     out_names = list(output_names or []) + [f"output{i}" for i in range(len(graph.outputs))][
         len(output_names or []):]
     outputs = []
@@ -241,6 +238,145 @@ def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = 
                               ir_version=helper.find_min_ir_version_for(opsets))
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _lower_nodes(ctx, nodes, values: dict) -> None:
+    """Add the ONNX nodes of `nodes` to ctx.nodes; `values` maps IR values to names."""
+    for node in nodes:
+        if node.op in _CONTROL:
+            _CONTROL[node.op](ctx, node, values)
+            continue
+        op = OPS[node.op] if node.op in OPS else None
+        lower = LOWERINGS.get(op)
+        if lower is None:
+            why = REFUSED.get(op, "no lowering" if op is not None else
+                              "a scripted construct ONNX export does not have yet")
+            raise ExportError(f"cannot export {node.op} (at {node.source or 'an unknown line'})"
+                              f": {why}")
+        ctx.node_dtype = node.outputs[0].dtype.name
+        ins = [values[x] if isinstance(x, Value) else x for x in node.inputs]
+        try:
+            outs = lower(ctx, node, ins)
+        except ExportError as err:
+            raise ExportError(f"{err} (at {node.source or 'an unknown line'})") from None
+        for v, name in zip(node.outputs, outs):
+            values[v] = name
+            ctx.known[name] = v.dtype.name
+
+
+def _subgraph(ctx, region, values: dict, name: str, inputs: list = ()):
+    """An ONNX graph for `region`: its nodes (outer values referenced by name, as ONNX
+    subgraphs may) and its yields as outputs; `inputs` are value infos it takes."""
+    from onnx import helper
+
+    outer_nodes, ctx.nodes = ctx.nodes, []
+    outer_sizes = dict(ctx._sizes)  # sizes computed inside stay inside
+    try:
+        _lower_nodes(ctx, region.nodes, values)
+        outputs = []
+        for v in region.outputs:
+            out = ctx.fresh(f"{name}_out")
+            ctx.nodes.append(helper.make_node("Identity", [values[v]], [out]))
+            outputs.append(helper.make_tensor_value_info(out, ONNX_TYPES[v.dtype.name], None))
+        return helper.make_graph(ctx.nodes, ctx.fresh(name), list(inputs), outputs)
+    finally:
+        ctx.nodes, ctx._sizes = outer_nodes, outer_sizes
+
+
+def _no_sizes(node) -> None:
+    if node.attrs.get("sizes") or node.attrs.get("binds") or node.attrs.get(
+            "carried_sizes") or (node.regions and any(r.size_outputs for r in node.regions)):
+        raise ExportError(f"cannot export the {node.op} at {node.source or 'an unknown line'}:"
+                          " sizes that differ between its paths or iterations are not "
+                          "exported yet")
+
+
+def _lower_if(ctx, node, values: dict) -> None:
+    from onnx import helper
+
+    _no_sizes(node)
+    operands = node.inputs[1:]
+    branches = []
+    for region, label in zip(node.regions, ("then", "else")):
+        inner = dict(values)
+        for arg, outer in zip(region.inputs, operands):
+            inner[arg] = values[outer] if isinstance(outer, Value) else ctx.scalar(
+                outer, arg.dtype.name)
+        branches.append(_subgraph(ctx, region, inner, label))
+    outs = [ctx.fresh("if") for _ in node.outputs]
+    cond = values[node.inputs[0]]
+    if node.inputs[0].dtype.name != "bool":
+        cond = ctx.cast(cond, "bool")
+    ctx.nodes.append(helper.make_node("If", [cond], outs, then_branch=branches[0],
+                                      else_branch=branches[1]))
+    for v, name in zip(node.outputs, outs):
+        values[v] = name
+        ctx.known[name] = v.dtype.name
+
+
+def _lower_loop(ctx, node, values: dict) -> None:
+    """A range loop: ONNX Loop with the trip count from its bounds; the index symbol is
+    start + iteration * step inside the body."""
+    from onnx import TensorProto, helper
+
+    _no_sizes(node)
+    a = node.attrs
+    if a.get("has_cond") or a.get("stop") is None:
+        raise ExportError(f"cannot export the while loop at {node.source or 'an unknown line'}:"
+                          " only loops over a range are exported yet")
+    start, stop, step = (ctx.size(x) for x in (a["start"], a["stop"], a["step"]))
+    span = ctx.op("Sub", [ctx.op("Add", [stop, step]), ctx.op("Add", [start, ctx.const(
+        np.asarray([1], np.int64))])])
+    trips = ctx.op("Max", [ctx.op("Div", [span, step]), ctx.const(np.asarray([0], np.int64))])
+    trips = ctx.op("Reshape", [trips, ctx.const(np.asarray([], np.int64))])
+    n = a["n_carried"]
+    body = node.regions[-1]
+    carried, invariants = node.inputs[:n], node.inputs[n:]
+    inner = dict(values)
+    iteration, cond_in = ctx.fresh("iteration"), ctx.fresh("cond")
+    body_inputs = [helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
+                   helper.make_tensor_value_info(cond_in, TensorProto.BOOL, [])]
+    for arg in body.inputs[:n]:
+        name = ctx.fresh("carried")
+        inner[arg] = name
+        ctx.known[name] = arg.dtype.name
+        body_inputs.append(helper.make_tensor_value_info(name, ONNX_TYPES[arg.dtype.name],
+                                                         None))
+    for arg, outer in zip(body.inputs[n:], invariants):
+        inner[arg] = values[outer]
+    outer_sizes = dict(ctx._sizes)
+    outer_nodes, ctx.nodes = ctx.nodes, []
+    if a.get("index"):  # the index as a size of the body: start + iteration * step
+        ctx._sizes[a["index"]] = ctx.op("Add", [start, ctx.op("Mul", [ctx.op(
+            "Reshape", [iteration, ctx.const(np.asarray([1], np.int64))]), step])])
+    index_nodes, ctx.nodes = ctx.nodes, outer_nodes
+    try:
+        graph = _subgraph(ctx, body, inner, "body", body_inputs)
+    finally:
+        ctx._sizes = outer_sizes
+    cond_out = ctx.fresh("cond_out")
+    first = index_nodes + [helper.make_node("Identity", [cond_in], [cond_out])]
+    rest = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(first + rest)
+    graph.output.insert(0, helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []))
+    outs = [ctx.fresh("loop") for _ in node.outputs]
+    ctx.nodes.append(helper.make_node("Loop", [trips, ""] + [values[x] for x in carried],
+                                      outs, body=graph))
+    for v, name in zip(node.outputs, outs):
+        values[v] = name
+        ctx.known[name] = v.dtype.name
+
+
+def _lower_bind(ctx, node, values: dict) -> None:
+    """A size from data (`n: int`, `.item()` as a bound): the integer as a [1] tensor."""
+    x = node.inputs[0]
+    name = values[x] if x.dtype.name == "int64" else ctx.cast(values[x], "int64")
+    ctx._sizes[node.attrs["symbol"]] = ctx.op("Reshape", [name, ctx.const(
+        np.asarray([1], np.int64))])
+
+
+_CONTROL = {"if": _lower_if, "loop": _lower_loop, "bind_size": _lower_bind}
 
 
 def _axes(dynamic_axes, name: str, index: int) -> list:

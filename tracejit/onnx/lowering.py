@@ -33,8 +33,8 @@ def _operands(ctx, node, ins, dtype=None) -> list:
     for x, name in zip(node.inputs, ins):
         if isinstance(x, Value):
             out.append(name if x.dtype.name == dtype else ctx.cast(name, dtype))
-        else:
-            out.append(ctx.const(np.asarray(x, dtype=np.dtype(dtype))))
+        else:  # a number, or a size used as one (a loop's index)
+            out.append(ctx.scalar(x, dtype))
     return out
 
 
