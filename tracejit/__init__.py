@@ -10,6 +10,7 @@ import warnings as _warnings
 
 from . import ops  # noqa: F401  (registers the op table first)
 from . import dtypes as _dtypes
+from . import cuda  # noqa: F401  (tj.cuda; Numba's CUDA target is imported on first use)
 from .dtypes import dtype
 from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye, from_numpy,
                      full, full_like, initial_seed, linspace, manual_seed, ones, ones_like, rand,
@@ -57,18 +58,6 @@ def is_tensor(obj) -> bool:
 
 def numel(input: Tensor) -> int:
     return input.numel()
-
-
-class cuda:
-    """CUDA availability (the CUDA backend arrives with the numba_cuda backend)."""
-
-    @staticmethod
-    def is_available() -> bool:
-        return False
-
-    @staticmethod
-    def device_count() -> int:
-        return 0
 
 
 __version__ = "0.1.0"

@@ -31,6 +31,10 @@ def _seed_grads(outputs, grads):
                                    f"pass `gradient=` for an output of shape {list(out.shape)}")
             d = out._data
             g = _make(np.ones(d.shape, d.dtype))
+            if not isinstance(d, np.ndarray):  # the seed lives where the output does
+                from ..cuda import memory
+
+                g = _make(memory.to_device(g._data))
         elif tuple(g.shape) != tuple(out.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output has a shape of {list(g.shape)} "
                                f"and output has a shape of {list(out.shape)}")

@@ -186,6 +186,8 @@ def _sum(old, g, owned: dict, create_graph: bool):
     if create_graph or STATE.capture is not None:  # the sum is recorded
         return old + g
     a, b = old._data, g._data
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return old + g  # on a device (or across devices: its error)
     if owned.get(id(old)) is old and a.shape == b.shape and a.dtype == b.dtype:
         np.add(a, b, out=a)
         return old

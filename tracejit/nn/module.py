@@ -8,6 +8,13 @@ from ..tensor.tensor import Tensor
 from .parameter import Parameter
 
 
+def _dtype_only(args, kwargs) -> bool:
+    """Whether `Module.to(...)` changes only the dtype (integer buffers keep theirs)."""
+    return kwargs.get("device") is None and not any(
+        isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or
+        type(a).__name__ == "device" for a in args)
+
+
 class Module:
     """Base class of layers and models, with PyTorch's registration and naming rules.
 
@@ -211,9 +218,16 @@ class Module:
         for m in self.modules():
             for store in (m._parameters, m._buffers):
                 for _name, v in store.items():
-                    if v is not None and v.is_floating_point():
+                    if v is not None and (v.is_floating_point() or not _dtype_only(
+                            args, kwargs)):
                         v._data = to(v.detach(), *args, **kwargs)._data
         return self
+
+    def cuda(self, device=None) -> "Module":
+        return self.to("cuda")
+
+    def cpu(self) -> "Module":
+        return self.to("cpu")
 
     def float(self) -> "Module":
         return self.to("float32")

@@ -66,6 +66,8 @@ class Optimizer:
         to the system, and then every activation and gradient of the next step faults its
         pages in again (measured: an MLP step 1.24x slower than with this buffer)."""
         a = d._data
+        if not isinstance(a, np.ndarray):  # a CUDA parameter: computed on the device
+            return d * factor
         scratch = self._scratch
         if scratch is None or scratch.size < a.size or scratch.dtype != a.dtype:
             size = a.size if scratch is None else max(a.size, scratch.size)

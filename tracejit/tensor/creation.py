@@ -16,17 +16,31 @@ from .tensor import Tensor, _make
 
 
 def check_device(device) -> None:
-    """Only 'cpu' tensors exist until the CUDA backend lands; say so clearly."""
+    """'cpu', or 'cuda' when tj.cuda.is_available(); a clear error otherwise."""
     if device is None:
         return
     name = str(device).split(":")[0]
     if name == "cpu":
         return
     if name == "cuda":
-        raise RuntimeError("CUDA tensors are not available: tracejit found no CUDA device "
-                           "support in this build (tj.cuda.is_available() is False)")
+        from .. import cuda
+
+        if not cuda.is_available():
+            raise RuntimeError("CUDA tensors are not available: Numba finds no CUDA device "
+                               "(tj.cuda.is_available() is False; without a GPU, Numba's "
+                               "simulator stands in with NUMBA_ENABLE_CUDASIM=1)")
+        return
     raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: "
                        f"{device}")
+
+
+def _place(t: Tensor, device) -> Tensor:
+    """`t` (made on the host) on `device`."""
+    if device is None or str(device).split(":")[0] == "cpu":
+        return t
+    from ..cuda import memory
+
+    return _make(memory.to_device(t._data))
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -58,7 +72,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     check_device(device)
     if isinstance(data, Tensor):  # a copy without history (recorded when tracing)
         out = data.detach().clone()
-        return _finish(out if dtype is None else out.to(dtype), requires_grad)
+        out = out if dtype is None else out.to(dtype)
+        return _finish(out if device is None else out.to(device), requires_grad)
     elif isinstance(data, np.ndarray):
         arr = np.array(data, copy=True)
         dt.from_numpy_dtype(arr.dtype)
@@ -70,12 +85,13 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
         items = [tensor(v) if not isinstance(v, Tensor) else v.detach() for v in data]
         common = dt.result_type(*items)
         out = F.stack([t if t.dtype is common else t.to(common) for t in items])
-        return _finish(out if dtype is None else out.to(dtype), requires_grad)
+        out = out if dtype is None else out.to(dtype)
+        return _finish(out if device is None else out.to(device), requires_grad)
     else:
         arr = np.array(data, dtype=_infer_dtype(data).np if dtype is None else None)
     if dtype is not None:
         arr = arr.astype(dt.as_dtype(dtype).np, copy=False)
-    return _finish(_make(arr), requires_grad)
+    return _finish(_place(_make(arr), device), requires_grad)
 
 
 def _holds_tensors(data) -> bool:
@@ -105,7 +121,7 @@ def _dtype(dtype, default=None) -> dt.dtype:
 
 def _create(op, requires_grad, device, **attrs) -> Tensor:
     check_device(device)
-    return _finish(apply(op, **attrs), requires_grad)
+    return _finish(_place(apply(op, **attrs), device), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -16,6 +16,7 @@ from ..autograd.node import Node, node_class
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
 from .tensor import Tensor, _make
+from ..cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
 
 _ndarray = np.ndarray
 _from_np = dt._BY_NP
@@ -87,6 +88,11 @@ def apply(op, *args, **attrs) -> Tensor:
     """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
         return STATE.capture.apply(op, args, attrs)
+    if _DEVICES[0]:
+        from ..cuda import eager as _cuda
+
+        if _cuda.on_device(args):
+            return _device_apply(op, args, attrs, _cuda)
     try:
         out = op.impl(*_arrays(op, args, attrs), **attrs)
     except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
@@ -104,12 +110,28 @@ def apply(op, *args, **attrs) -> Tensor:
     return t
 
 
+def _device_apply(op, args, attrs, cuda_eager) -> Tensor:
+    """`apply` for arguments on a CUDA device: the same recording, the op computed there
+    (views are copies so far: see cuda/eager.py)."""
+    out = cuda_eager.compute(op, args, attrs)
+    t = _make(out)
+    if STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
+        for a in args:
+            if isinstance(a, Tensor) and a._rg:
+                _record(op, args, attrs, t)
+                break
+    if op.view:
+        cuda_eager.VIEWS.add(t, args[0])
+    return t
+
+
 # Fast paths for the common elementwise cases (same dtypes, no promotion needed).
 # They compute exactly what `apply` computes and fall back to it for anything else.
 
 def unary(op, x: Tensor) -> Tensor:
     a = x._data
-    if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None:
+    if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None or \
+            _DEVICES[0]:
         return apply(op, x)
     out = op.impl(a)
     if type(out) is not _ndarray:
@@ -124,7 +146,7 @@ _NO_ATTRS: dict = {}
 
 
 def binary(op, x: Tensor, y) -> Tensor:
-    if STATE.capture is not None:
+    if STATE.capture is not None or _DEVICES[0]:
         return apply(op, x, y)
     a = x._data
     ty = type(y)
@@ -318,6 +340,11 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     if STATE.capture is not None:
         return STATE.capture.apply_inplace(op, target, others, attrs)
     args = (target,) + others
+    if _DEVICES[0]:
+        from ..cuda import eager as _cuda
+
+        if _cuda.on_device(args):
+            return _device_inplace(op, target, args, attrs, _cuda)
     record = STATE.grad_enabled and op.vjp is not None and any(
         isinstance(a, Tensor) and a._rg for a in args)
     if record:
@@ -341,6 +368,28 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     counter(target)[0] += 1
     if record:
         _rebase_history(op, target, old_data, others, attrs, pre_version)
+    return target
+
+
+def _device_inplace(op, target: Tensor, args, attrs, cuda_eager) -> Tensor:
+    """An in-place op on a CUDA tensor: computed on the device, written into the
+    target's array (without autograd history yet)."""
+    from ..cuda import memory
+
+    cuda_eager.inplace_check(target)
+    if STATE.grad_enabled and op.vjp is not None and any(
+            isinstance(a, Tensor) and a._rg for a in args):
+        raise NotImplementedError(f"{op.name}_: in-place ops on CUDA tensors that record "
+                                  "gradients are not supported yet (use the out-of-place op, "
+                                  "or run under tj.no_grad())")
+    result = cuda_eager.compute(op, args, attrs)
+    if tuple(result.shape) != tuple(target._data.shape):
+        raise RuntimeError(f"{op.name}_: output with shape {list(target._data.shape)} doesn't "
+                           f"match the broadcast shape {list(result.shape)}")
+    if result.dtype != target._data.dtype:
+        result = memory.to_device(memory.to_host(result).astype(target._data.dtype))
+    target._data.copy_to_device(result)
+    counter(target)[0] += 1
     return target
 
 

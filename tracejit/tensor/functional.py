@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd import node as _node
+from ..autograd.grad_mode import STATE
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
 from ..ir.symbolic import SymInt
@@ -658,19 +659,53 @@ def nonzero(input, *, as_tuple=False):
 
 # ---- conversion ----------------------------------------------------------------------------
 def to(input, *args, **kwargs):
-    """`x.to(dtype)`, `x.to("cpu")`, `x.to(other_tensor)`."""
-    target = kwargs.get("dtype") or kwargs.get("device")
+    """`x.to(dtype)`, `x.to("cuda")`, `x.to(device, dtype)`, `x.to(other_tensor)`."""
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
     for a in args:
-        target = a
-    if isinstance(target, Tensor):
-        return cast(input, target.dtype)
-    if isinstance(target, str) and target.split(":")[0] in ("cpu", "cuda") or \
-            type(target).__name__ == "device":
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda") or \
+                type(a).__name__ == "device":
+            device = a
+        else:
+            dtype = a
+    out = input if dtype is None else cast(input, dtype)
+    if device is not None:
         from .creation import check_device
 
-        check_device(target)
+        check_device(device)
+        out = to_device(out, str(device).split(":")[0])
+    return out
+
+
+def to_device(input, kind: str):
+    """A copy of `input` on the device `kind` ("cpu" or "cuda"), or `input` if it is
+    there; gradients flow back to the source device."""
+    if input.device.type == kind:
         return input
-    return cast(input, target)
+    from ..autograd.function import Function
+    from ..cuda import memory
+
+    class ToCopyBackward0(Function):
+        @staticmethod
+        def forward(ctx, x):
+            data = memory.to_device(x._data) if kind == "cuda" else memory.to_host(x._data)
+            return Tensor._make(data)
+
+        @staticmethod
+        def backward(ctx, g):
+            return to_device(g, "cpu" if kind == "cuda" else "cuda")
+    if STATE.capture is not None:
+        STATE.capture.unsupported(f"moving a tensor to {kind}")
+    return ToCopyBackward0.apply(input)
+
+
+def cuda(input, device=None):
+    return to(input, "cuda")
+
+
+def cpu(input):
+    return to(input, "cpu")
 
 
 def detach(input):
@@ -721,7 +756,8 @@ def _install_methods():
                  "norm logsumexp softmax log_softmax reshape view flatten unflatten permute "
                  "transpose t unsqueeze squeeze expand expand_as broadcast_to sum_to_size repeat "
                  "narrow split chunk unbind contiguous flip matmul mm bmm dot outer gather "
-                 "index_select masked_fill nonzero to add_ sub_ zero_ fill_ copy_ clamp_").split():
+                 "index_select masked_fill nonzero to cuda cpu add_ sub_ zero_ fill_ copy_ "
+                 "clamp_").split():
         setattr(T, name, globals()[name])
     T.clip, T.clip_, T.absolute, T.multiply, T.divide, T.true_divide, T.subtract = (
         clamp, clamp_, abs, mul, div, div, sub)
@@ -734,7 +770,6 @@ def _install_methods():
     T.long = lambda self: cast(self, dt.int64)
     T.int = lambda self: cast(self, dt.int32)
     T.bool = lambda self: cast(self, dt.bool_)
-    T.cpu = lambda self: self
     T.new_zeros = lambda self, *size, dtype=None: _make(np.zeros(_shape_arg(size), (
         dt.as_dtype(dtype) if dtype else self.dtype).np))
     T.new_ones = lambda self, *size, dtype=None: _make(np.ones(_shape_arg(size), (

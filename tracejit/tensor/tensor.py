@@ -60,6 +60,7 @@ class device:
 
 
 CPU = device("cpu")
+CUDA = device("cuda", 0)
 
 
 def _make(data: np.ndarray) -> "Tensor":
@@ -104,11 +105,16 @@ class Tensor:
 
     @property
     def device(self) -> device:
-        return CPU
+        return CPU if isinstance(self._data, np.ndarray) else CUDA
 
     @property
     def is_cuda(self) -> bool:
-        return False
+        return not isinstance(self._data, np.ndarray)
+
+    def _host_data(self) -> np.ndarray:
+        """The values as a numpy array (copied from the device for a CUDA tensor)."""
+        d = self._data
+        return d if isinstance(d, np.ndarray) else d.copy_to_host()
 
     @property
     def ndim(self) -> int:
@@ -215,11 +221,17 @@ class Tensor:
                                "Use tensor.detach().numpy() instead.")
         if STATE.capture is not None:
             STATE.capture.escape(self, "numpy()")
+        if not isinstance(self._data, np.ndarray):
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "
+                            "Tensor.cpu() to copy the tensor to host memory first.")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
         if STATE.capture is not None:
             STATE.capture.escape(self, "__array__")
+        if not isinstance(self._data, np.ndarray):
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "
+                            "Tensor.cpu() to copy the tensor to host memory first.")
         return self._data if dtype is None else self._data.astype(dtype)
 
     def item(self):
@@ -229,12 +241,12 @@ class Tensor:
                                "to Scalar")
         if STATE.capture is not None:
             return STATE.capture.read(self, "item")
-        return self._data.reshape(()).item()
+        return self._host_data().reshape(()).item()
 
     def tolist(self):
         if STATE.capture is not None:
             STATE.capture.escape(self, "tolist()")
-        return self._data.tolist()
+        return self._host_data().tolist()
 
     def _scalar(self, kind: str, conv):
         if self._data.size != 1:
@@ -327,7 +339,8 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see tj.autograd.backward)."""
         fn = self.grad_fn
-        if gradient is None and inputs is None and fn is not None and self._data.size == 1:
+        if gradient is None and inputs is None and fn is not None and self._data.size == 1 \
+                and isinstance(self._data, np.ndarray):
             # loss.backward(): the common case, without the general argument handling
             d = self._data
             _autograd.run_backward([(fn, self._output_nr)], [_make(np.ones(d.shape, d.dtype))],
@@ -341,7 +354,7 @@ class Tensor:
 
     def __format__(self, spec: str) -> str:
         if self._data.ndim == 0 and spec:
-            return format(self._data.item(), spec)
+            return format(self._host_data().item(), spec)
         return repr(self)
 
 
@@ -354,14 +367,14 @@ class FreshTensor(Tensor):
 
 def format_tensor(t: Tensor) -> str:
     """`tensor([1., 2.], requires_grad=True)` like PyTorch."""
-    a = t._data
+    a = t._host_data()
     prefix = "tensor("
     if a.size == 0:
         body = "[]" if a.ndim == 1 else f"[], size={tuple(a.shape)}"
     else:
         body = np.array2string(a, separator=", ", prefix=prefix, threshold=1000, edgeitems=3,
                                formatter=_formatter(a), max_line_width=80)
-    extras = []
+    extras = [] if t.device.type == "cpu" else [f"device='{t.device}'"]
     dtype = _from_np[a.dtype]
     if dtype not in (dt.float32, dt.int64, dt.bool_):
         extras.append(f"dtype={dtype!r}")

@@ -1,0 +1,149 @@
+"""CUDA tensors (on the simulator): creation and moves, PyTorch's device errors, eager ops
+as kernels or counted host round trips, autograd and an optimiser step on the device,
+all against the same program on the CPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+
+
+def test_tensors_move_between_devices_and_say_where_they_are():
+    assert tj.cuda.is_available() and tj.cuda.device_count() >= 1
+    x = tj.tensor([1.0, 2.0, 3.0], device="cuda")
+    assert x.device == "cuda:0" and x.is_cuda and str(x.device) == "cuda:0"
+    assert "device='cuda:0'" in repr(x)
+    with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy. "
+                                        "Use Tensor.cpu()"):
+        x.numpy()
+    np.testing.assert_array_equal(x.cpu().numpy(), [1, 2, 3])
+    assert x.sum().item() == 6.0 and x.tolist() == [1.0, 2.0, 3.0]
+    y = tj.randn(2, 3).cuda()
+    assert y.device.type == "cuda" and y.to("cpu").device == "cpu"
+    assert tj.zeros(2, 2, device="cuda").is_cuda and tj.ones(3, device="cuda").is_cuda
+
+
+def test_an_op_mixing_devices_names_both():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, "
+                                           "but found at least two devices, cuda:0 and cpu"):
+        tj.ones(3, device="cuda") + tj.ones(3)
+    # a 0-dim CPU tensor goes with CUDA tensors, as in PyTorch
+    np.testing.assert_allclose((tj.ones(3, device="cuda") * tj.tensor(2.0)).cpu().numpy(), 2)
+
+
+def _pairs(*arrays):
+    return [tj.from_numpy(a) for a in arrays], [tj.from_numpy(a).cuda() for a in arrays]
+
+
+def test_elementwise_ops_run_as_kernels_and_equal_the_cpu():
+    rng = np.random.default_rng(0)
+    (x, b), (gx, gb) = _pairs(rng.standard_normal((4, 5)).astype(np.float32),
+                              rng.standard_normal(5).astype(np.float32))
+    before = tj.cuda.stats()["kernels"].get("tanh", 0)
+
+    def f(x, b):
+        return ((x + b).tanh() * 0.5 - x.exp() / (b.abs() + 1)).sigmoid()
+    np.testing.assert_allclose(f(gx, gb).cpu().numpy(), f(x, b).numpy(), rtol=2e-6,
+                               atol=1e-6)
+    assert tj.cuda.stats()["kernels"]["tanh"] == before + 1
+    np.testing.assert_array_equal((gx > gb).cpu().numpy(), (x > b).numpy())
+
+
+def test_other_ops_copy_through_the_host_and_are_counted():
+    x = tj.randn(3, 4)
+    gx = x.cuda()
+    before = dict(tj.cuda.stats()["host_round_trips"])
+    np.testing.assert_allclose(gx.sum(-1).cpu().numpy(), x.sum(-1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gx.reshape(2, 6).cpu().numpy(), x.reshape(2, 6).numpy())
+    after = tj.cuda.stats()["host_round_trips"]
+    assert after["sum"] == before.get("sum", 0) + 1
+    assert after["reshape"] == before.get("reshape", 0) + 1
+
+
+def test_matmul_runs_the_tiled_kernel():
+    a, b = tj.randn(5, 7), tj.randn(7, 3)
+    before = tj.cuda.stats()["kernels"].get("matmul", 0)
+    np.testing.assert_allclose((a.cuda() @ b.cuda()).cpu().numpy(), (a @ b).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    assert tj.cuda.stats()["kernels"]["matmul"] == before + 1
+
+
+def test_gradients_on_the_device_equal_the_cpus():
+    rng = np.random.default_rng(1)
+    (x, w), (gx, gw) = _pairs(rng.standard_normal((4, 3)).astype(np.float32),
+                              rng.standard_normal((3, 2)).astype(np.float32))
+    for t in (x, w, gx, gw):
+        t.requires_grad_()
+
+    def loss(x, w):
+        return ((x @ w).tanh() * x.sum(-1, keepdim=True)).sum()
+    loss(x, w).backward()
+    loss(gx, gw).backward()
+    assert gx.grad.is_cuda and gw.grad.is_cuda
+    np.testing.assert_allclose(gx.grad.cpu().numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw.grad.cpu().numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # a gradient through a move comes back to the source device
+    h = tj.randn(3, requires_grad=True)
+    (h.cuda() * 2).sum().backward()
+    assert h.grad.device == "cpu"
+    np.testing.assert_allclose(h.grad.numpy(), 2)
+
+
+def test_a_model_trains_on_the_device_as_on_the_cpu():
+    def run(device):
+        tj.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+        model.to(device)
+        opt = tj.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = tj.from_numpy(np.random.default_rng(2).standard_normal((5, 4)).astype(
+            np.float32)).to(device)
+        losses = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.cpu().detach().numpy() for p in model.parameters()], model
+    cpu_losses, cpu_params, _ = run("cpu")
+    gpu_losses, gpu_params, model = run("cuda")
+    assert all(p.is_cuda for p in model.parameters())
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
+    for g, c in zip(gpu_params, cpu_params):
+        np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-6)
+
+
+def test_in_place_ops_update_the_device_array_but_not_through_view_copies():
+    x = tj.ones(4, device="cuda")
+    with tj.no_grad():
+        x.add_(2)
+    np.testing.assert_array_equal(x.cpu().numpy(), 3)
+    v = x.reshape(2, 2)   # a copy standing for a view
+    with pytest.raises(NotImplementedError, match="views"):
+        v.mul_(2)
+    with pytest.raises(NotImplementedError, match="views"):
+        x.mul_(2)         # its base too, while the copy lives: it would not see the update
+    del v
+    with tj.no_grad():
+        x.mul_(2)         # no copy left to disagree with
+    np.testing.assert_array_equal(x.cpu().numpy(), 6)
+    w = tj.ones(2, device="cuda", requires_grad=True)
+    with pytest.raises(NotImplementedError, match="record gradients"):
+        w.add_(1)
+
+
+def test_memory_allocated_counts_live_device_tensors():
+    import gc
+
+    gc.collect()
+    base = tj.cuda.memory_allocated()
+    x = tj.zeros(1000, device="cuda")
+    assert tj.cuda.memory_allocated() >= base + 4000
+    assert tj.cuda.max_memory_allocated() >= tj.cuda.memory_allocated()
+    del x
+    gc.collect()
+    assert tj.cuda.memory_allocated() <= base
+    tj.cuda.empty_cache()
+    tj.cuda.synchronize()

@@ -1,0 +1,174 @@
+"""Eager ops on CUDA tensors.
+
+An elementwise op runs as a kernel: the one-op region of the op table's entry, planned
+and rendered for CUDA like a fused region; a 2-D float matmul runs the tiled kernel. Every
+other op copies its operands to the host, runs its numpy implementation and copies the
+result back: correct, slow, and counted (`tj.cuda.stats()["host_round_trips"]`).
+
+Views of CUDA tensors (reshape, slicing, transpose, ...) are copies so far. Without
+in-place updates a copy cannot be told from a view, so an in-place op on a CUDA tensor
+that is such a copy, or whose copy is still alive, raises instead of updating one and
+not the other (an optimiser's update after backward() is fine: the transposed weights
+the forward made are gone by then).
+"""
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+
+import numpy as np
+
+from ..ops.registry import ELEMENTWISE
+from . import memory
+
+STATS = {"kernels": Counter(), "host": Counter()}
+_KERNELS: dict = {}
+class _Views:
+    """The copies standing for views of CUDA tensors, and their bases, by identity and
+    held weakly (a WeakSet would compare tensors with `==`, which is elementwise)."""
+
+    def __init__(self):
+        self._copies: dict = {}  # id(copy) -> (weakref to the copy, id of its root base)
+        self._bases: dict = {}   # id(root base) -> {id(copy)}
+
+    def add(self, copy, base) -> None:
+        root = self._copies.get(id(base), (None, id(base)))[1]
+        key = id(copy)
+
+        def gone(_, key=key, root=root):
+            self._copies.pop(key, None)
+            self._bases.get(root, set()).discard(key)
+        self._copies[key] = (weakref.ref(copy, gone), root)
+        self._bases.setdefault(root, set()).add(key)
+
+    def is_copy(self, t) -> bool:
+        entry = self._copies.get(id(t))
+        return entry is not None and entry[0]() is t
+
+    def has_live_copies(self, t) -> bool:
+        return any(self._copies.get(k, (lambda: None, None))[0]() is not None
+                   for k in self._bases.get(id(t), ()))
+
+
+VIEWS = _Views()  # views of CUDA tensors are copies so far: see the module docstring
+
+
+def _tensors(args):
+    from ..tensor.tensor import Tensor
+
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _tensors(a)
+
+
+def on_device(args) -> bool:
+    return any(memory.is_device_array(t._data) for t in _tensors(args))
+
+
+def check_same_device(op, args) -> None:
+    devices = {str(t.device) for t in _tensors(args) if not (t.device.type == "cpu" and
+                                                             t._data.ndim == 0)}
+    if len(devices) > 1:
+        a, b = sorted(devices, reverse=True)[:2]
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                           f"least two devices, {a} and {b}! (in {op.name})")
+
+
+def _host(x):
+    from ..tensor.tensor import Tensor, _make
+
+    if isinstance(x, Tensor):
+        return _make(memory.to_host(x._data)) if memory.is_device_array(x._data) else x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_host(v) for v in x)
+    return x
+
+
+def _kernel_operands(op, args, out_dtype):
+    """The operands for a one-op kernel, or None when the op needs the host: mixed
+    dtypes (numpy's promotion rounds where a kernel would not), or a Python number next
+    to a tensor of another dtype than the result's."""
+    from ..tensor.tensor import Tensor
+
+    dtypes = {a.dtype for a in args if isinstance(a, Tensor)}
+    if len(dtypes) != 1:
+        return None
+    dtype = dtypes.pop()
+    scalars = [a for a in args if not isinstance(a, Tensor)]
+    if scalars and (dtype is not out_dtype or dtype.category != 2 or
+                    not all(isinstance(s, (int, float)) and not isinstance(s, bool)
+                            for s in scalars)):
+        return None
+    operands = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.device.type == "cpu":  # a 0-d CPU tensor next to CUDA ones
+                return None
+            operands.append(a._data)
+        else:
+            operands.append(a)
+    return operands
+
+
+def compute(op, args, attrs):
+    """The device array of `op` on arguments some of which are CUDA tensors."""
+    from ..backends import numba_cuda
+    from ..codegen.plan import Unsupported, one_op_region
+    from ..tensor.tensor import Tensor
+
+    check_same_device(op, args)
+    if op.kind is ELEMENTWISE and op.expr is not None and not (set(attrs) - {"dtype"}):
+        try:
+            region = one_op_region(op, [a._data if isinstance(a, Tensor) else a
+                                        for a in args], attrs)
+            out_dtype = region.outputs[0].dtype
+            operands = _kernel_operands(op, args, out_dtype)
+            if operands is not None:
+                kernel = _kernel(region)
+                out_shape = tuple(region.outputs[0].shape)
+                shape = np.broadcast_shapes(out_shape, *[tuple(o.shape) for o in operands
+                                                         if hasattr(o, "shape")])
+                arrays = [o for o in operands if hasattr(o, "shape")]
+                STATS["kernels"][op.name] += 1
+                return kernel.run(arrays, [], [out_shape], shape)[0]
+        except Unsupported:
+            pass
+    if op.name == "matmul":
+        a, b = args
+        if a._data.ndim == 2 and b._data.ndim == 2 and a.dtype is b.dtype and \
+                a.dtype.name in ("float32", "float64"):
+            STATS["kernels"]["matmul"] += 1
+            return numba_cuda.matmul(a._data, b._data)
+    return _round_trip(op, args, attrs)
+
+
+def _kernel(region):
+    from ..backends import numba_cuda
+    from ..codegen.plan import plan_elementwise
+
+    key = numba_cuda.render_elementwise(plan_elementwise(region))
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = _KERNELS[key] = numba_cuda.CudaRegionKernel(region)
+    return kernel
+
+
+def _round_trip(op, args, attrs):
+    from ..tensor.dispatch import _arrays
+
+    STATS["host"][op.name] += 1
+    host = _host(list(args))
+    out = np.asarray(op.impl(*_arrays(op, host, attrs), **attrs))
+    return memory.to_device(out)
+
+
+def inplace_check(target) -> None:
+    """An in-place update is refused on a copy standing for a view, and on a tensor such
+    a copy of which is still alive: the two would disagree after it."""
+    if VIEWS.is_copy(target) or VIEWS.has_live_copies(target):
+        raise NotImplementedError(
+            "an in-place update of a CUDA tensor that has views, or is one, is not supported "
+            "yet: views of CUDA tensors are copies so far, and one of them would not see "
+            "the update (use the out-of-place op)")
