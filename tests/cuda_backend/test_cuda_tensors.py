@@ -147,3 +147,17 @@ def test_memory_allocated_counts_live_device_tensors():
     assert tj.cuda.memory_allocated() <= base
     tj.cuda.empty_cache()
     tj.cuda.synchronize()
+
+
+def test_compiling_with_cuda_tensors_is_refused_clearly_until_it_is_supported():
+    f = tj.trace(lambda x: (x * 2).tanh(), (tj.randn(3),))
+    with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
+        f(tj.randn(3).cuda())   # a CPU trace's guards refuse a device array
+    with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
+        tj.trace(lambda x: x + 1, (tj.randn(3).cuda(),))
+
+    @tj.script
+    def g(x):
+        return x * 2
+    with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
+        g(tj.randn(3).cuda())

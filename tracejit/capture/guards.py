@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..autograd.grad_mode import STATE
 from ..ir.symbolic import symbols_in
 from ..tensor.tensor import Tensor
@@ -47,7 +49,7 @@ class EntryGuards:
         backward reads neither of its output gradients)."""
         self.guards: list[Guard] = []
         self.n_relations = 0                         # size checks (static sizes, relations)
-        ns = {"Tensor": Tensor, "MISSING": MISSING}
+        ns = {"Tensor": Tensor, "MISSING": MISSING, "NDARRAY": np.ndarray}
         graph = recorder.graph
         names = recorder.letters
         n_inputs = len(graph.inputs) if n_inputs is None else n_inputs
@@ -61,7 +63,10 @@ class EntryGuards:
             # the layout too: eager code decides on it (`view` of a transposed tensor
             # raises, `reshape` copies instead of aliasing)
             contiguous = bool(t._data.flags.c_contiguous)
-            cond = f"isinstance({a}, Tensor) and {d}.dtype is DT{i} and {d}.ndim == {t.ndim}"
+            # `type(d) is NDARRAY`: a trace's inputs are on the CPU (a CUDA tensor's storage
+            # is a device array)
+            cond = (f"isinstance({a}, Tensor) and type({d}) is NDARRAY and {d}.dtype is DT{i} "
+                    f"and {d}.ndim == {t.ndim}")
             what = f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}"
             if layout:
                 cond += (f" and {a}._rg is {t.requires_grad} and "

@@ -308,6 +308,11 @@ class TracedFunction:
         """Run the call eagerly while recording it; keep the new trace."""
         tensors, others = [], []
         spec = flatten((args, kwargs), tensors, others)
+        if any(not isinstance(t._data, np.ndarray) for t in tensors) or any(
+                not isinstance(p._data, np.ndarray) for _, p in self._param_inputs()):
+            raise NotImplementedError(
+                f"{self.name}: tracing or scripting with CUDA tensors is not supported yet; "
+                "run it eagerly on CUDA (every op runs there), or compile it on the CPU")
         rec = Recorder(self.name)
         rec.graph.made_by = self._made_by
         for k, t in enumerate(tensors):
