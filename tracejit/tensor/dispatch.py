@@ -88,17 +88,21 @@ def apply(op, *args, **attrs) -> Tensor:
     """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
         return STATE.capture.apply(op, args, attrs)
+    on_device = None
     if _DEVICES[0]:
-        from ..cuda import eager as _cuda
+        from ..cuda import eager as on_device
 
-        if _cuda.on_device(args):
-            return _device_apply(op, args, attrs, _cuda)
-    try:
-        out = op.impl(*_arrays(op, args, attrs), **attrs)
-    except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
-        _explain(op, args, attrs, err)
-    if type(out) is not _ndarray:
-        out = np.asarray(out)
+        if not on_device.on_device(args):
+            on_device = None
+    if on_device is not None:  # computed there; views are copies so far (cuda/eager.py)
+        out = on_device.compute(op, args, attrs)
+    else:
+        try:
+            out = op.impl(*_arrays(op, args, attrs), **attrs)
+        except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
+            _explain(op, args, attrs, err)
+        if type(out) is not _ndarray:
+            out = np.asarray(out)
     t = _make(out)
     if STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
         for a in args:
@@ -106,22 +110,10 @@ def apply(op, *args, **attrs) -> Tensor:
                 _record(op, args, attrs, t)
                 break
     if op.view:
-        _mark_view(op, args[0], attrs, t)
-    return t
-
-
-def _device_apply(op, args, attrs, cuda_eager) -> Tensor:
-    """`apply` for arguments on a CUDA device: the same recording, the op computed there
-    (views are copies so far: see cuda/eager.py)."""
-    out = cuda_eager.compute(op, args, attrs)
-    t = _make(out)
-    if STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
-        for a in args:
-            if isinstance(a, Tensor) and a._rg:
-                _record(op, args, attrs, t)
-                break
-    if op.view:
-        cuda_eager.VIEWS.add(t, args[0])
+        if on_device is not None:
+            on_device.VIEWS.add(t, args[0])
+        else:
+            _mark_view(op, args[0], attrs, t)
     return t
 
 
