@@ -27,7 +27,7 @@ from .tensor.functional import (abs, add, all, allclose, amax, amin, any, argmax
                                 sum, t, tanh, transpose, unbind, unsqueeze, var, where)
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import autograd, nn, optim  # noqa: E402
-from . import jit, onnx, utils  # noqa: E402
+from . import distributed, jit, onnx, utils  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from .jit import trace  # noqa: E402
 from .scripting import cond, script, while_loop  # noqa: E402
@@ -59,5 +59,7 @@ def is_tensor(obj) -> bool:
 def numel(input: Tensor) -> int:
     return input.numel()
 
+
+from .ops.creation import _Generator as Generator  # noqa: E402
 
 __version__ = "0.1.0"

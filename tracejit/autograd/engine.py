@@ -6,6 +6,8 @@ unless `retain_graph`.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import node as _node
@@ -106,6 +108,8 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     targets = None if capture is None else {n for n, _ in capture}
     deps, needed = _discover(root_nodes, targets if not accumulate else None)
     results = [None] * (len(capture) if capture else 0)
+    running = _running()
+    running.append(id(results))
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     owned: dict = {}  # id -> gradient sum made by this run and held only in `buffers`
     anomaly = STATE.anomaly
@@ -139,6 +143,10 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
             if type(node) is AccumulateGrad:
                 if run and accumulate:
                     node.apply(grads)
+                    if node._extras is not None and node._extras.post_hooks:
+                        var = node.variable  # post-accumulate hooks: hook(tensor)
+                        for hook in list(node._extras.post_hooks.values()):
+                            hook(var)
                 continue
             if run:
                 in_grads = node.apply(grads)
@@ -175,10 +183,33 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                     ready.append(child)
     finally:
         STATE.grad_enabled = prev_mode
+        running.pop()
+        callbacks = _CALLBACKS.pop(id(results), ())
+    for fn in callbacks:  # queued during this backward: run once it is done
+        fn()
     return results
 
 
 _NONES = (None,)
+_LOCAL = threading.local()  # per thread: the backward passes running, innermost last
+_CALLBACKS: dict = {}       # a pass's key -> callbacks to run when it finishes
+
+
+def _running() -> list:
+    running = getattr(_LOCAL, "running", None)
+    if running is None:
+        running = _LOCAL.running = []
+    return running
+
+
+def queue_callback(fn) -> None:
+    """Run `fn()` when the backward pass running now (in this thread) has finished
+    (PyTorch's `Variable._execution_engine.queue_callback`: DDP waits for its
+    reductions there)."""
+    running = _running()
+    if not running:
+        raise RuntimeError("queue_callback: no backward pass is running")
+    _CALLBACKS.setdefault(running[-1], []).append(fn)
 
 
 def _sum(old, g, owned: dict, create_graph: bool):

@@ -1,5 +1,5 @@
 """`tj.nn`: modules, parameters, layers and losses (PyTorch's names and semantics)."""
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .layers import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, LayerNorm,
                      Linear, ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid,
                      Softmax, Tanh)

@@ -11,15 +11,20 @@ from .registry import AVal, CREATION, RANDOM, register
 
 
 class _Generator:
+    """A random number generator (`tj.Generator().manual_seed(0)`), numpy's PCG64."""
+
     __slots__ = ("rng", "seed")
 
-    def __init__(self):
+    def __init__(self, device="cpu"):
         self.manual_seed(np.random.SeedSequence().entropy % (1 << 63))
 
     def manual_seed(self, seed: int):
         self.seed = int(seed)
         self.rng = np.random.Generator(np.random.PCG64(self.seed))
         return self
+
+    def initial_seed(self) -> int:
+        return self.seed
 
 
 GENERATOR = _Generator()

@@ -328,6 +328,14 @@ class Tensor:
         self._retains = True
         self.grad_fn.retain_output(self._output_nr, self)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor), called after a backward pass has accumulated into this leaf's
+        `.grad` (PyTorch's name); returns a handle."""
+        if not self._rg or self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors or tensors that do not require grad")
+        return self._grad_accumulator().register_hook(hook)
+
     def register_hook(self, hook):
         """hook(grad) -> Tensor or None, called with this tensor's gradient; returns a handle."""
         if not self._rg:

@@ -1,4 +1,4 @@
-"""`tj.utils`: checkpointing."""
-from . import checkpoint
+"""`tj.utils`: checkpointing, and datasets and loaders (`tj.utils.data`)."""
+from . import checkpoint, data
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "data"]
