@@ -15,6 +15,7 @@ same leaves, so the same hooks fire. `no_sync()` accumulates locally.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import numpy as np
 
@@ -70,6 +71,9 @@ class DistributedDataParallel(Module):
         self._buckets = self._plan([p for _, p in named], bucket_cap_mb * 2 ** 20)
         self._where = {id(p): (b, k) for b in self._buckets for k, p in enumerate(b.params)}
         self._queued = False
+        # (event, bucket, perf_counter) per backward when set to a list: "ready" (a
+        # bucket's allreduce starts), "backward_done" (the engine finished), "synced"
+        self.timeline = None
         if gradient_as_bucket_view:
             for b in self._buckets:
                 for k, p in enumerate(b.params):
@@ -136,12 +140,22 @@ class DistributedDataParallel(Module):
             if self.gradient_as_bucket_view:
                 p.grad = _grad_view(bucket, k)
         bucket.ready.add(k)
+        # MPI moves a non-blocking collective along only inside MPI calls: testing the
+        # buckets in flight at every hook lets them progress while the backward runs
+        for b in self._buckets:
+            if b.work is not None:
+                b.work.is_completed()
         if len(bucket.ready) == len(bucket.params):
             bucket.work = dist.all_reduce(_Tensor(bucket.buffer), async_op=True)
+            if self.timeline is not None:
+                self.timeline.append(("ready", self._buckets.index(bucket),
+                                      time.perf_counter()))
 
     def _finish(self) -> None:
         """At the end of backward(): every bucket reduced, averaged, and in the grads."""
         self._queued = False
+        if self.timeline is not None:
+            self.timeline.append(("backward_done", None, time.perf_counter()))
         missing = [self._names[id(p)] for b in self._buckets for k, p in enumerate(b.params)
                    if k not in b.ready]
         if missing and not self.find_unused_parameters:
@@ -170,6 +184,8 @@ class DistributedDataParallel(Module):
                     continue  # unused here; its reduced gradient stays in the bucket
             b.ready.clear()
             b.work = None
+        if self.timeline is not None:
+            self.timeline.append(("synced", None, time.perf_counter()))
 
 
 def _grad_view(bucket: _Bucket, k: int):
