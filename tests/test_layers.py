@@ -63,6 +63,12 @@ LAYERS = [
     ("GELU-tanh", lambda m: m.GELU(approximate="tanh"), [data(4, 5)]),
     ("Softmax", lambda m: m.Softmax(dim=1), [data(4, 5)]),
     ("LayerNorm", lambda m: m.LayerNorm(5), [data(2, 3, 5)]),
+    ("BatchNorm1d", lambda m: m.BatchNorm1d(5), [data(4, 5)]),
+    ("BatchNorm1d-3d", lambda m: m.BatchNorm1d(3), [data(4, 3, 6)]),
+    ("BatchNorm2d", lambda m: m.BatchNorm2d(3), [data(2, 3, 4, 5)]),
+    ("BatchNorm2d-eval", lambda m: m.BatchNorm2d(3).eval(), [data(2, 3, 4, 5)]),
+    ("BatchNorm1d-no-stats", lambda m: m.BatchNorm1d(5, track_running_stats=False,
+                                                       affine=False), [data(4, 5)]),
     ("LayerNorm-2d", lambda m: m.LayerNorm((3, 5)), [data(2, 3, 5)]),
     ("Tanh", lambda m: m.Tanh(), [data(3)]),
     ("Sigmoid", lambda m: m.Sigmoid(), [data(3)]),
@@ -91,6 +97,30 @@ def test_layer_matches_pytorch(name, make, inputs):
     same_parameter_shapes(jm, tm)
     load_from_torch(jm, tm)
     compare(jm, tm, inputs)
+
+
+@requires_torch
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_running_statistics_follow_pytorch(momentum):
+    import torch
+
+    jm, tm = nn.BatchNorm2d(3, momentum=momentum), torch.nn.BatchNorm2d(3, momentum=momentum)
+    load_from_torch(jm, tm)
+    for step in range(4):
+        x = data(2 + step, 3, 4, 5)
+        jm(tj.tensor(x))
+        tm(torch.tensor(x))
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        np.testing.assert_allclose(getattr(jm, name).numpy(), getattr(tm, name).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    jm.eval(), tm.eval()
+    x = data(3, 3, 4, 5)
+    np.testing.assert_allclose(jm(tj.tensor(x)).detach().numpy(),
+                               tm(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(3)(tj.randn(1, 3))
+    with pytest.raises(ValueError, match="expected 4D input"):
+        nn.BatchNorm2d(3)(tj.randn(2, 3))
 
 
 @requires_torch
@@ -432,3 +462,19 @@ def test_sgd_steps_allocate_no_parameter_sized_temporaries(kw):
     assert peak < (1 << 20)  # well under the 4 MB one temporary would take
     expected = -0.2 if not kw else -0.1 - 0.19
     np.testing.assert_allclose(w.detach().numpy()[:3], expected, rtol=1e-6)
+
+
+def test_a_traced_batch_norm_updates_its_running_statistics_as_eager_does():
+    # tracing runs the example call (as torch.jit.trace does), so both see it
+    a, b = nn.BatchNorm1d(4), nn.BatchNorm1d(4)
+    example = tj.randn(5, 4)
+    traced = tj.trace(a, (example,), backend="numba")
+    b(example)
+    for n in (5, 9, 3):
+        x = tj.randn(n, 4)
+        np.testing.assert_allclose(traced(x).detach().numpy(), b(x).detach().numpy(),
+                                   rtol=1e-6, atol=1e-6)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        np.testing.assert_allclose(getattr(a, name).numpy(), getattr(b, name).numpy(),
+                                   rtol=1e-6)
+    assert traced.stats["compiles"] == 1

@@ -1,13 +1,15 @@
 """`tj.nn`: modules, parameters, layers and losses (PyTorch's names and semantics)."""
 from . import functional, init, parallel, utils
-from .layers import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, GELU, LayerNorm,
+from .layers import (BatchNorm1d, BatchNorm2d, BCEWithLogitsLoss, CrossEntropyLoss, Dropout,
+                     Embedding, GELU, LayerNorm,
                      Linear, ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid,
                      Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
-__all__ = ["functional", "init", "utils", "Module", "Parameter", "Linear", "ReLU", "Tanh",
+__all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2d", "Module",
+           "Parameter", "Linear", "ReLU", "Tanh",
            "Sigmoid", "GELU", "Softmax", "Dropout", "Embedding", "LayerNorm", "Sequential",
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss",
            "BCEWithLogitsLoss", "RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell"]

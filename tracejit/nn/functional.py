@@ -123,6 +123,38 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     return out
 
 
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
+    """Normalise each channel (dimension 1) over the batch and the other dimensions.
+    Training: with the batch's statistics (biased variance), and the running ones (when
+    given) move toward them by `momentum` (the variance unbiased, as PyTorch); eval: with
+    the running statistics."""
+    c = input.shape[1]
+    dims = (0,) + tuple(range(2, input.ndim))
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if training:
+        count = input.numel() // c
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {list(input.shape)}")
+        mean = F.mean(input, dims, keepdim=True)
+        centered = input - mean
+        var = F.mean(centered * centered, dims, keepdim=True)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean.detach().reshape(c) * momentum)
+        if running_var is not None:  # the unbiased variance (sizes stay symbolic)
+            squares = (centered * centered).detach()
+            running_var.mul_(1 - momentum).add_(F.sum(squares, dims) / (count - 1) * momentum)
+        out = centered * F.rsqrt(var + eps)
+    else:
+        out = (input - running_mean.reshape(shape)) * F.rsqrt(running_var.reshape(shape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
 def embedding(input, weight, padding_idx=None):
     """Rows of `weight` picked by the integer tensor `input`; no gradient reaches the
     `padding_idx` row, as in PyTorch."""
