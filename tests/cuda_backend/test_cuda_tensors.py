@@ -161,3 +161,14 @@ def test_compiling_with_cuda_tensors_is_refused_clearly_until_it_is_supported():
         return x * 2
     with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
         g(tj.randn(3).cuda())
+
+
+def test_moves_reuse_one_autograd_function():
+    from tracejit.autograd import function
+
+    tj.randn(2, requires_grad=True).cuda()
+    before = len(function._node_classes)
+    for _ in range(3):
+        x = tj.randn(2, requires_grad=True)
+        assert x.cuda().cpu().grad_fn.name() == "ToCopyBackward"
+    assert len(function._node_classes) == before

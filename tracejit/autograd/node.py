@@ -216,8 +216,7 @@ class AccumulateGrad(Node):
             return ()
         if STATE.grad_enabled:  # create_graph: the gradient keeps its history
             var._grad = g if var.grad is None else var.grad + g
-        elif not isinstance(g._data, np.ndarray) or (
-                var.grad is not None and not isinstance(var.grad._data, np.ndarray)):
+        elif not isinstance(g._data, np.ndarray):
             # on a device: out of place, through dispatch (no views of device arrays yet)
             var._grad = g.clone() if var.grad is None else var.grad + g
         elif var.grad is None:

@@ -4,10 +4,15 @@ the eager CUDA path's counters. Numba's CUDA target comes from the `cuda` extra
 first imported) stands in, as the tests run it."""
 from __future__ import annotations
 
+import functools
+
 from . import memory as _memory
 
 
+@functools.lru_cache(maxsize=None)
 def is_available() -> bool:
+    """Whether CUDA tensors can be made (a GPU, or the simulator); decided once, as
+    finding the driver runs ldconfig."""
     import ctypes.util
     import os
 

@@ -27,7 +27,7 @@ _UNUSED = ("Expected to have finished reduction in the prior iteration before st
            "new one. This error indicates that your module has parameters that were not "
            "used in producing loss. You can enable unused parameter detection by passing "
            "the keyword argument `find_unused_parameters=True` to "
-           "`torch.nn.parallel.DistributedDataParallel`. Parameters that did not receive "
+           "`tj.nn.parallel.DistributedDataParallel`. Parameters that did not receive "
            "a gradient: {}")
 
 

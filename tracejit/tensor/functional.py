@@ -683,21 +683,33 @@ def to_device(input, kind: str):
     there; gradients flow back to the source device."""
     if input.device.type == kind:
         return input
-    from ..autograd.function import Function
-    from ..cuda import memory
-
-    class ToCopyBackward0(Function):
-        @staticmethod
-        def forward(ctx, x):
-            data = memory.to_device(x._data) if kind == "cuda" else memory.to_host(x._data)
-            return Tensor._make(data)
-
-        @staticmethod
-        def backward(ctx, g):
-            return to_device(g, "cpu" if kind == "cuda" else "cuda")
     if STATE.capture is not None:
         STATE.capture.unsupported(f"moving a tensor to {kind}")
-    return ToCopyBackward0.apply(input)
+    return _to_copy().apply(input, kind)
+
+
+_TO_COPY: list = []
+
+
+def _to_copy():
+    """The autograd Function of a move between devices (made once, on first use)."""
+    if not _TO_COPY:
+        from ..autograd.function import Function
+        from ..cuda import memory
+
+        class ToCopy(Function):
+            @staticmethod
+            def forward(ctx, x, kind):
+                ctx.source = x.device.type
+                data = memory.to_device(x._data) if kind == "cuda" else \
+                    memory.to_host(x._data)
+                return Tensor._make(data)
+
+            @staticmethod
+            def backward(ctx, g):
+                return to_device(g, ctx.source), None
+        _TO_COPY.append(ToCopy)
+    return _TO_COPY[0]
 
 
 def cuda(input, device=None):
