@@ -21,8 +21,8 @@ def test_grad_fn_names_and_next_functions():
     assert type(y.grad_fn).__name__ == "MeanBackward0"
     (add, _), = y.grad_fn.next_functions
     assert add.name() == "AddBackward0"
-    (mul, _), = add.next_functions  # the scalar 1 has no edge, as in PyTorch
-    assert mul.name() == "MulBackward0"
+    (mul, _), scalar = add.next_functions  # the scalar 1 is (None, 0), as in PyTorch
+    assert mul.name() == "MulBackward0" and scalar == (None, 0)
     (ax, nx), (aw, nw) = mul.next_functions
     assert ax.name() == "AccumulateGrad" and ax.variable is x and nx == 0
     assert aw.variable is w

@@ -15,8 +15,9 @@ from .dtypes import dtype
 from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye, from_numpy,
                      full, full_like, initial_seed, linspace, manual_seed, ones, ones_like, rand,
                      rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like)
-from .tensor.functional import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
-                                broadcast_to, cat, chunk, clamp, clone, concat, cos, div, dot, eq,
+from .tensor.functional import (abs, add, addmm, all, allclose, amax, amin, any, argmax, argmin,
+                                bmm, broadcast_to, cat, chunk, clamp, clone, concat, cos, div, dot,
+                                eq,
                                 equal, erf, exp, expand, flatten, flip, floor, floor_divide,
                                 gather, ge, gt, index_select, isclose, isfinite, isnan, le, log,
                                 log1p, log_softmax, logical_and, logical_not, logical_or,

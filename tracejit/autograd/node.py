@@ -118,10 +118,32 @@ class Node:
 
 
 class OpNode(Node):
-    """Backward of one op-table primitive; the subclass per op fixes `op`."""
+    """Backward of one op-table primitive; the subclass per op fixes `op`.
+
+    `next_functions` lists what PyTorch's node for the op lists: one entry per input
+    its schema differentiates (`op.grad_inputs`), and `(None, 0)` for a Python scalar
+    operand where PyTorch wraps the scalar as a tensor (add, mul, where, ...), none
+    where the overload takes a Scalar (pow, remainder, rsub: `scalar_edges` False).
+    """
 
     __slots__ = ("saved", "versions", "attrs", "metas", "out_data")
     op: OpDef = None
+    scalar_edges = True
+
+    @property
+    def next_functions(self) -> tuple:
+        shown = self.op.grad_inputs
+        scalars = self.scalar_edges and self.op.kind == "elementwise"
+        out = []
+        for i, e in enumerate(self._edges):
+            if shown is not None and i not in shown:
+                continue
+            if e is None:
+                if not scalars:
+                    continue
+                e = _NO_EDGE
+            out.append(e)
+        return tuple(out)
 
     def __init__(self, edges, saved, versions, attrs, metas, out_data):
         self._edges = edges  # Node.__init__ inlined: this runs once per recorded op
@@ -189,28 +211,49 @@ class OpNode(Node):
             self.out_data = None
 
 
+_NO_EDGE = (None, 0)
+
+
 def node_class(op: OpDef) -> type:
     """The backward node class of an op, named like PyTorch's (`MulBackward0`)."""
     if op.node_cls is None:
-        op.node_cls = type(op.grad_name, (OpNode,), {"__slots__": (), "op": op})
+        op.node_cls = type(op.grad_name, (OpNode,), {"__slots__": (), "op": op,
+                                                     "scalar_edges": op.scalar_edges})
     return op.node_cls
 
 
-class AccumulateGrad(Node):
-    """Sink of a leaf tensor: adds the incoming gradient into `variable.grad`."""
+_VARIANTS: dict = {}
 
-    __slots__ = ("_variable",)
+
+def rename(t, op: OpDef, name: str, scalar_edges: bool = True):
+    """Give `t`'s node of `op` the name PyTorch's overload has (`TBackward0` for `t()`,
+    `SumBackward1` for a sum over dims, `RsubBackward1` for `2 - x`): the same op and
+    rule under another class name. Returns `t`."""
+    fn = t.grad_fn
+    if fn is not None and getattr(type(fn), "op", None) is op:
+        cls = _VARIANTS.get((op, name, scalar_edges))
+        if cls is None:
+            cls = _VARIANTS[(op, name, scalar_edges)] = type(
+                name, (node_class(op),), {"__slots__": (), "scalar_edges": scalar_edges})
+        fn.__class__ = cls
+    return t
+
+
+class AccumulateGrad(Node):
+    """Sink of a leaf tensor: adds the incoming gradient into `variable.grad`.
+
+    As in PyTorch, the node holds its leaf (a graph keeps its leaves alive) and the leaf
+    holds its node weakly, unless hooks were registered on it (Tensor._grad_accumulator).
+    """
+
+    __slots__ = ("variable",)
 
     def __init__(self, variable):
         Node.__init__(self, ())
-        self._variable = weakref.ref(variable)
-
-    @property
-    def variable(self):
-        return self._variable()
+        self.variable = variable
 
     def apply(self, grads):
-        var = self._variable()
+        var = self.variable
         g = grads[0]
         if var is None or g is None:
             return ()

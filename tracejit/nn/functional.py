@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..autograd.composite import composite
 from ..tensor import functional as F
 from ..tensor.functional import log_softmax, relu, sigmoid, softmax, tanh
 
@@ -11,6 +12,7 @@ __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "linear"
            "binary_cross_entropy_with_logits", "pad"]
 
 
+@composite("GeluBackward0", "input")
 def gelu(input, approximate: str = "none"):
     """x * Phi(x); `approximate='tanh'` uses the tanh form."""
     if approximate == "tanh":
@@ -20,8 +22,13 @@ def gelu(input, approximate: str = "none"):
 
 
 def linear(input, weight, bias=None):
-    """input @ weight.T + bias (weight is [out_features, in_features])."""
-    out = F.matmul(input, F.t(weight))
+    """input @ weight.T + bias (weight is [out_features, in_features]). As in PyTorch's
+    graph, a 2-D input with a bias gives AddmmBackward0 (TBackward0 on the weight),
+    without one MmBackward0."""
+    wt = F.t(weight)
+    if bias is not None and input.ndim == 2:
+        return F.addmm(bias, input, wt)
+    out = F.matmul(input, wt)
     return out if bias is None else out + bias
 
 
@@ -35,6 +42,7 @@ def _reduce(loss, reduction: str):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+@composite("MseLossBackward0", "input", "target")
 def mse_loss(input, target, reduction: str = "mean"):
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {list(input.shape)} and target shape "
@@ -43,6 +51,7 @@ def mse_loss(input, target, reduction: str = "mean"):
     return _reduce(d * d, reduction)
 
 
+@composite("NllLossBackward0", "input")
 def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
     """Negative log-likelihood of class indices `target` under log-probabilities `input`.
 
@@ -103,6 +112,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return input * keep * (1.0 / (1.0 - p))
 
 
+@composite("NativeLayerNormBackward0", "input", "weight", "bias")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalise over the trailing `normalized_shape` dims (biased variance), then affine."""
     if isinstance(normalized_shape, int):
@@ -123,6 +133,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     return out
 
 
+@composite("NativeBatchNormBackward0", "input", "weight", "bias")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
     """Normalise each channel (dimension 1) over the batch and the other dimensions.
@@ -155,6 +166,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
     return out
 
 
+@composite("EmbeddingBackward0", "weight")
 def embedding(input, weight, padding_idx=None):
     """Rows of `weight` picked by the integer tensor `input`; no gradient reaches the
     `padding_idx` row, as in PyTorch."""
@@ -169,6 +181,7 @@ def embedding(input, weight, padding_idx=None):
     return out
 
 
+@composite("BinaryCrossEntropyWithLogitsBackward0", "input", "target")
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None):
     """Sigmoid + binary cross-entropy, computed stably from logits."""

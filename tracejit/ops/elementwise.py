@@ -146,7 +146,8 @@ _unary("isnan", np.isnan, "math.isnan({0})", rule=COMPARE, saves=())
 _unary("isfinite", np.isfinite, "math.isfinite({0})", rule=COMPARE, saves=())
 register("clamp", ELEMENTWISE, _clamp, _infer_clamp,
          lambda g, out, x, min=None, max=None: (F.where(_inside(x, min, max), g, 0),),
-         saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"))
+         saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"),
+         grad_name="ClampBackward1")
 register("cast", ELEMENTWISE, _cast, _infer_cast,
          lambda g, out, x, dtype: (F.cast(g, x.dtype),), saves=(), expr="{0}",
          dtype_rule="cast", arity=1, grad_name="ToCopyBackward0", noop="same_type")
@@ -173,13 +174,14 @@ def _pow_vjp(g, out, x, y):
 
 
 _binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True,
-        save_when={0: (0, 1), 1: (0,)}, right_identity=1)
+        save_when={0: (0, 1), 1: (0,)}, right_identity=1, scalar_edges=False)
 _binary("maximum", np.maximum, "max({0}, {1})",
         lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
 _binary("minimum", np.minimum, "min({0}, {1})",
         lambda g, out, x, y: (F.where(x <= y, g, 0), F.where(x > y, g, 0)))
 _binary("floor_divide", np.floor_divide, "({0} // {1})", saves=())
-_binary("remainder", np.remainder, "({0} % {1})", saves=(), discontinuous=True)
+_binary("remainder", np.remainder, "({0} % {1})", saves=(), discontinuous=True,
+        scalar_edges=False)
 for _name, _ufunc, _sym in (("lt", np.less, "<"), ("le", np.less_equal, "<="),
                             ("gt", np.greater, ">"), ("ge", np.greater_equal, ">="),
                             ("eq", np.equal, "=="), ("ne", np.not_equal, "!=")):
@@ -205,4 +207,5 @@ _binary("threshold_backward", lambda g, y: np.where(y > 0, g, np.zeros((), g.dty
 register("where", ELEMENTWISE, _where, _infer_where,
          lambda g, out, c, a, b: (None, F.where(c, g, 0) if needs_grad(a) else None,
                                   F.where(c, 0, g) if needs_grad(b) else None),
-         saves=(0,), expr="({1} if {0} else {2})", dtype_rule="where", arity=3)
+         saves=(0,), expr="({1} if {0} else {2})", dtype_rule="where", arity=3,
+         grad_inputs=(1, 2))

@@ -169,24 +169,24 @@ register("getitem", INDEX, _getitem, _infer_getitem,
          lambda g, out, x, *idx, index: (F.index_scatter(g, tuple(x.shape), index, idx),)
          + _slot_inputs(len(idx)),
          saves=tuple(range(1, 64)), view=True, grad_name="IndexBackward0", arity=-1,
-         checks_indices=True)
+         checks_indices=True, grad_inputs=(0,))
 register("index_scatter", INDEX, _index_scatter,
          lambda g, *idx, shape, index: AVal(tuple(shape), aval_of(g).dtype),
          lambda g, out, x, *idx, shape, index: (F.getitem_raw(g, index, idx),)
          + _slot_inputs(len(idx)),
-         saves=tuple(range(1, 64)), arity=-1, checks_indices=True)
+         saves=tuple(range(1, 64)), arity=-1, checks_indices=True, grad_inputs=(0,))
 register("setitem", INDEX, _setitem, _infer_setitem,
          lambda g, out, x, v, *idx, index: (
              F.setitem_raw(g, 0, index, idx), F.getitem_raw(g, index, idx))
          + _slot_inputs(len(idx)),
          saves=tuple(range(2, 64)), inplace=_setitem_inplace, grad_name="IndexPutBackward0",
-         arity=-1, checks_indices=True)
+         arity=-1, checks_indices=True, grad_inputs=(0, 1))
 register("nonzero", INDEX, lambda x: np.argwhere(x).astype(np.int64),
          lambda x: AVal((None, aval_of(x).ndim), dt.int64), data_dependent=True)
 register("gather", INDEX, _gather, _infer_gather,
          lambda g, out, x, index, dim: (F.scatter_add(g, index, dim, tuple(x.shape)), None),
-         saves=(1,), arity=2, checks_indices=True)
+         saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,))
 register("scatter_add", INDEX, _scatter_add,
          lambda src, index, dim, shape: AVal(tuple(shape), aval_of(src).dtype),
          lambda g, out, src, index, dim, shape: (F.gather(g, dim, index), None),
-         saves=(1,), arity=2, checks_indices=True)
+         saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,))

@@ -67,6 +67,11 @@ class OpDef:
     expr: str | None = None
     dtype_rule: str = PROMOTE
     grad_name: str = ""
+    grad_inputs: tuple | None = None  # inputs PyTorch's node lists in next_functions (the
+                                      # differentiable ones of its schema); None: all
+    scalar_edges: bool = True    # a Python scalar operand is listed as (None, 0), as
+                                 # PyTorch's Tensor overloads wrap it (False: a Scalar
+                                 # overload, as pow's and remainder's)
     arity: int = 1
     save_when: dict | None = None  # {saved input: inputs whose gradient needs it}; save
                                    # only when one of those requires grad (as PyTorch does)

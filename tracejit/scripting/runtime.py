@@ -126,6 +126,8 @@ def converted(fn):
 
     if not isinstance(fn, types.FunctionType):
         return None
+    # a composite's wrapper (autograd/composite.py) runs its composition while capturing
+    fn = getattr(fn, "composed", fn)
     hit = _CONVERTED.get(fn, _MISSING)
     if hit is not _MISSING:
         return hit

@@ -14,7 +14,8 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd import node as _node
+from ..autograd import composite as _composite, node as _node
+from ..autograd.composite import composite
 from ..autograd.grad_mode import STATE
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
@@ -88,7 +89,14 @@ def remainder(input, other):
 
 
 def pow(input, exponent):
-    return apply(OPS.pow, _operand(input), _operand(exponent))
+    """PyTorch's three overloads name three nodes: PowBackward0 (Tensor ** Scalar),
+    PowBackward1 (Tensor ** Tensor), PowBackward2 (Scalar ** Tensor)."""
+    exponent = _operand(exponent)
+    if not isinstance(input, Tensor):
+        return _node.rename(apply(OPS.pow, _operand(input), exponent), OPS.pow,
+                            "PowBackward2", False)
+    out = _binary_fast(OPS.pow, input, exponent)
+    return _node.rename(out, OPS.pow, "PowBackward1") if isinstance(exponent, Tensor) else out
 
 
 def maximum(input, other):
@@ -202,8 +210,14 @@ def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> Tensor:
 
 
 # ---- reductions ----------------------------------------------------------------------------
+_OVER_DIMS = {"sum": "SumBackward1", "mean": "MeanBackward1"}  # PyTorch's dim overloads
+
+
 def _reduce(op, input, dim, keepdim):
-    return apply(op, input, dim=normalize_dims(dim, input.ndim, op.name), keepdim=keepdim)
+    out = apply(op, input, dim=normalize_dims(dim, input.ndim, op.name), keepdim=keepdim)
+    if dim is not None and op.name in _OVER_DIMS:
+        _node.rename(out, op, _OVER_DIMS[op.name])
+    return out
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
@@ -255,19 +269,29 @@ def all(input, dim=None, keepdim=False):
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
 
+def _picked(input, d, idx, keepdim):
+    values = gather(input, d, idx)
+    return values if keepdim else squeeze(values, d)
+
+
+_max_values = composite("MaxBackward0", "input")(_picked)
+_min_values = composite("MinBackward0", "input")(_picked)
+
+
 def _extreme(reduce_op, arg_op, input, dim, keepdim, other):
     if isinstance(dim, Tensor) or other is not None:
         return (maximum if reduce_op is OPS.amax else minimum)(input, other if other is not None
                                                                else dim)
-    if dim is None:
-        return apply(reduce_op, input, dim=None, keepdim=False)
+    if dim is None:  # PyTorch's max()/min() overload without dim
+        return _node.rename(apply(reduce_op, input, dim=None, keepdim=False), reduce_op,
+                            "MaxBackward1" if reduce_op is OPS.amax else "MinBackward1")
     d = normalize_dim(dim, input.ndim, reduce_op.name)
     if input.ndim == 0:
         return MinMax(input, _make(np.zeros((), np.int64)))
     idx = apply(arg_op, input, dim=(d,), keepdim=True)
-    values = gather(input, d, idx)
+    values = (_max_values if reduce_op is OPS.amax else _min_values)(input, d, idx, keepdim)
     if not keepdim:
-        values, idx = squeeze(values, d), squeeze(idx, d)
+        idx = squeeze(idx, d)
     return MinMax(values, idx)
 
 
@@ -289,6 +313,7 @@ def _count(input, dim) -> int:
     return n
 
 
+@composite("VarBackward0", "input")
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance with Bessel's correction by default (PyTorch's `correction=1`)."""
     if correction is None:
@@ -298,10 +323,12 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
                                                                   0)
 
 
+@composite("StdBackward0", "input")
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
 
+@composite("LinalgVectorNormBackward0", "input")
 def norm(input, p="fro", dim=None, keepdim=False):
     """Vector p-norm (2 by default) over `dim` or all elements."""
     if p in ("fro", 2, 2.0):
@@ -313,6 +340,7 @@ def norm(input, p="fro", dim=None, keepdim=False):
     return pow(sum(pow(abs(input), p), dim, keepdim), 1.0 / p)
 
 
+@composite("LogsumexpBackward0", "input")
 def logsumexp(input, dim, keepdim=False):
     m = amax(input, dim, keepdim=True).detach()
     m = where(isfinite(m), m, 0.0)
@@ -320,6 +348,7 @@ def logsumexp(input, dim, keepdim=False):
     return out if keepdim else squeeze(out, dim)
 
 
+@composite("SoftmaxBackward0", "input")
 def softmax(input, dim, dtype=None):
     """exp(x) / sum(exp(x)) along `dim`, computed stably."""
     if dtype is not None:
@@ -328,6 +357,7 @@ def softmax(input, dim, dtype=None):
     return e / sum(e, dim, keepdim=True)
 
 
+@composite("LogSoftmaxBackward0", "input")
 def log_softmax(input, dim, dtype=None):
     if dtype is not None:
         input = cast(input, dtype)
@@ -399,7 +429,9 @@ def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                            f"{input.ndim}D")
-    return transpose(input, 0, 1) if input.ndim == 2 else input
+    if input.ndim < 2:
+        return input
+    return _node.rename(transpose(input, 0, 1), OPS.transpose, "TBackward0")
 
 
 def unsqueeze(input, dim):
@@ -414,7 +446,11 @@ def squeeze(input, dim=None):
         dims = tuple(d for d in normalize_dims(dim, input.ndim, "squeeze") or () if shape[d] == 1)
     if not dims:
         return apply(OPS.reshape, input, shape=shape)
-    return apply(OPS.squeeze, input, dims=dims)
+    out = apply(OPS.squeeze, input, dims=dims)
+    if dim is None:
+        return out
+    many = isinstance(dim, (tuple, list))
+    return _node.rename(out, OPS.squeeze, "SqueezeBackward2" if many else "SqueezeBackward1")
 
 
 def expand(input, *sizes):
@@ -513,6 +549,7 @@ def cat(tensors, dim=0):
 concat = cat
 
 
+@composite("StackBackward0", "tensors")
 def stack(tensors, dim=0):
     """Join tensors of equal shape along a new dim."""
     tensors = [_operand(t) for t in tensors]
@@ -543,7 +580,29 @@ def flip(input, dims):
 # ---- matmul --------------------------------------------------------------------------------
 def matmul(input, other):
     """Matrix product with numpy's 1-D and batch-broadcasting rules."""
-    return apply(OPS.matmul, input, _operand(other))
+    other = _operand(other)
+    out = apply(OPS.matmul, input, other)
+    if input.ndim == 1 and other.ndim == 1:
+        return _node.rename(out, OPS.matmul, "DotBackward0")
+    if input.ndim == 2 and other.ndim == 1:
+        return _node.rename(out, OPS.matmul, "MvBackward0")
+    return out
+
+
+@composite("AddmmBackward0", "input", "mat1", "mat2")
+def _addmm(input, mat1, mat2):
+    return matmul(mat1, mat2) + input
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2), for 2-D mat1 and mat2."""
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"addmm: expected 2-D matrices, got shapes {list(mat1.shape)} and "
+                           f"{list(mat2.shape)}")
+    if beta == 1 and alpha == 1:
+        return _addmm(input, mat1, mat2)
+    prod = matmul(mat1, mat2)
+    return (prod if alpha == 1 else prod * alpha) + (input if beta == 1 else input * beta)
 
 
 def mm(input, mat2):
@@ -608,7 +667,19 @@ def _index_template(index) -> tuple[tuple, tuple]:
 def getitem(input, index):
     """`x[index]`: ints, slices, None, Ellipsis, bool masks and integer tensors."""
     template, tensors = _index_template(index)
-    return apply(OPS.getitem, input, *tensors, index=template)
+    out = apply(OPS.getitem, input, *tensors, index=template)
+    if not tensors and out.grad_fn is not None:
+        # PyTorch names the node by its last int or slice (one node per dim there)
+        for part in reversed(index if type(index) is tuple else (index,)):
+            if type(part) is int or type(part) is slice:
+                if part != _ALL:
+                    _node.rename(out, OPS.getitem, "SelectBackward0" if type(part) is int
+                                 else "SliceBackward0")
+                    break
+    return out
+
+
+_ALL = slice(None)
 
 
 def getitem_raw(input, template, tensors):
@@ -793,7 +864,17 @@ def _install_methods():
     T.__setitem__ = setitem
 
     def binary(op, reflected=False):
-        if reflected:
+        if reflected and op is OPS.sub:  # PyTorch's rsub(Tensor, Scalar)
+            def method(self, other):
+                out = apply(op, other if type(other) in _FAST else _operand(other), self)
+                return _node.rename(out, op, "RsubBackward1", False)
+        elif reflected and op is OPS.pow:
+            def method(self, other):
+                return pow(other if type(other) in _FAST else _operand(other), self)
+        elif reflected and op in (OPS.add, OPS.mul):  # commutative: x op 2, as PyTorch calls it
+            def method(self, other):
+                return _binary_fast(op, self, other if type(other) in _FAST else _operand(other))
+        elif reflected:
             def method(self, other):
                 return apply(op, other if type(other) in _FAST else _operand(other), self)
         else:
@@ -803,7 +884,7 @@ def _install_methods():
 
     for name, op in (("add", OPS.add), ("sub", OPS.sub), ("mul", OPS.mul),
                      ("truediv", OPS.div), ("floordiv", OPS.floor_divide),
-                     ("mod", OPS.remainder), ("pow", OPS.pow), ("matmul", OPS.matmul),
+                     ("mod", OPS.remainder),
                      ("and", OPS.logical_and), ("or", OPS.logical_or),
                      ("xor", OPS.logical_xor)):
         setattr(T, f"__{name}__", binary(op))
@@ -811,6 +892,9 @@ def _install_methods():
         setattr(T, f"__i{name}__", _inplace(op))
     for name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(T, f"__{name}__", binary(OPS[name]))
+    T.__pow__, T.__rpow__, T.__ipow__ = pow, binary(OPS.pow, True), _inplace(OPS.pow)
+    T.__matmul__ = matmul
+    T.__rmatmul__ = lambda self, other: matmul(_operand(other), self)
     T.__neg__ = neg
     T.__pos__ = lambda self: self
     T.__abs__ = abs
@@ -820,3 +904,4 @@ def _install_methods():
 _install_methods()
 bind_frontend(sys.modules[__name__])
 _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTensor
+_composite._Tensor = Tensor

@@ -6,6 +6,8 @@ conversion, autograd entry points and printing.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import autograd as _autograd
@@ -293,12 +295,18 @@ class Tensor:
         raise TypeError("tracejit tensors are not pickled; use tj.save / tj.load (.npz files)")
 
     # ---- autograd --------------------------------------------------------------------------
-    def _grad_accumulator(self):
-        acc = getattr(self, "_accum", None)
+    def _grad_accumulator(self, keep: bool = False):
+        """This leaf's AccumulateGrad node: held weakly (the graph holds it, and it holds
+        the leaf), or for good with `keep` (it carries hooks registered on the leaf)."""
+        ref = getattr(self, "_accum", None)
+        acc = ref() if type(ref) is weakref.ref else ref
         if acc is None:
             from ..autograd.node import AccumulateGrad
 
-            acc = self._accum = AccumulateGrad(self)
+            acc = AccumulateGrad(self)
+            self._accum = weakref.ref(acc)
+        if keep:
+            self._accum = acc
         return acc
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -334,14 +342,14 @@ class Tensor:
         if not self._rg or self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
                                "tensors or tensors that do not require grad")
-        return self._grad_accumulator().register_hook(hook)
+        return self._grad_accumulator(keep=True).register_hook(hook)
 
     def register_hook(self, hook):
         """hook(grad) -> Tensor or None, called with this tensor's gradient; returns a handle."""
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is None:
-            return self._grad_accumulator().add_tensor_hook(0, hook)
+            return self._grad_accumulator(keep=True).add_tensor_hook(0, hook)
         return self.grad_fn.add_tensor_hook(self._output_nr, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -1,0 +1,91 @@
+"""One backward node, as PyTorch shows it, for a function tracejit composes of primitives.
+
+`F.mse_loss`, `F.softmax`, `F.layer_norm`, linear's addmm ... are compositions of
+op-table primitives: that is what traces record and fuse, and it gives one
+definition of every derivative. PyTorch's graph has one node for each
+(`MseLossBackward0`, `AddmmBackward0`), and users walk `grad_fn.next_functions`
+expecting those. `composite(name, *params)` gives a composed function's output a
+node named as PyTorch's whose `next_functions` lists the parameters' edges.
+
+The primitives' nodes stay in the graph underneath: the composite node's only
+engine edge leads to the composition's own output node, and its backward passes the
+gradient through. So gradients, hooks on the inputs, in-place checks, freed-graph
+errors and higher-order gradients are exactly the primitives' (nothing is
+recomputed), and the cost is one pass-through node. Traces and scripted programs
+call the composition directly and record the primitives.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .grad_mode import STATE
+from .node import Node
+
+_NO_EDGE = (None, 0)
+_Tensor = None   # tracejit.tensor.Tensor (bound by tracejit.tensor)
+_CLASSES: dict = {}
+
+
+class CompositeNode(Node):
+    """Shows a composition as one node; the engine runs the primitives beneath it."""
+
+    __slots__ = ("_shown",)
+
+    def __init__(self, inner, shown):
+        Node.__init__(self, (inner,))
+        self._shown = shown  # the parameters' edges, as PyTorch's node lists them
+
+    @property
+    def next_functions(self) -> tuple:
+        return self._shown
+
+    def apply(self, grads):
+        return grads
+
+
+def composite_class(name: str) -> type:
+    cls = _CLASSES.get(name)
+    if cls is None:
+        cls = _CLASSES[name] = type(name, (CompositeNode,), {"__slots__": ()})
+    return cls
+
+
+def composite(name: str, *params: str):
+    """Decorate a composed function: in eager autograd its output's node is `name`,
+    whose `next_functions` has one entry per parameter in `params`, in that order (a
+    parameter holding a list of tensors gives one per tensor; None or a tensor that
+    does not require grad gives `(None, 0)`)."""
+    def deco(fn):
+        sig = inspect.signature(fn)
+        names = list(sig.parameters)
+        where = [(names.index(p), p, sig.parameters[p].default) for p in params]
+        cls = composite_class(name)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if STATE.capture is not None or not isinstance(out, _Tensor):
+                return out
+            inner = out.grad_fn
+            if inner is None:
+                return out
+            shown = []
+            for i, p, default in where:
+                v = args[i] if i < len(args) else kwargs.get(p, default)
+                for t in (v if isinstance(v, (list, tuple)) else (v,)):
+                    if t is out:  # the composition passed an input through
+                        return out
+                    if isinstance(t, _Tensor) and t._rg:
+                        f = t.grad_fn
+                        shown.append((f, t._output_nr) if f is not None
+                                     else (t._grad_accumulator(), 0))
+                    else:
+                        shown.append(_NO_EDGE)
+            out.grad_fn = cls((inner, out._output_nr), tuple(shown))
+            out._output_nr = 0
+            return out
+
+        wrapper.composed = fn  # the composition itself (script mode converts it)
+        return wrapper
+    return deco
