@@ -47,6 +47,26 @@ _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.
                                  r"encountered")
 
 
+from .runtime import memory as _memory  # noqa: E402
+
+_memory.install()  # count CPU tensor storage from here on (runtime/memory.py)
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held now by CPU tensor storage (numpy array data made since tracejit was
+    imported; see tracejit/runtime/memory.py for what is counted)."""
+    return _memory.allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    """The peak of `memory_allocated()` since import or `reset_peak_memory_stats()`."""
+    return _memory.peak()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _memory.reset_peak()
+
+
 def dtype_from_name(name: str) -> dtype:
     """`'f32'`, `'float32'`, `'int64'`, ... -> the dtype."""
     return _dtypes.as_dtype(name)
