@@ -68,6 +68,17 @@ PROGRAMS = {
     "embedding": lambda lib, F, x, w, b, c, t: F.embedding(t, x),
     "reshape": lambda lib, F, x, w, b, c, t: x.reshape(2, 6),
     "cast": lambda lib, F, x, w, b, c, t: (x * 1).double(),
+    "conv2d": lambda lib, F, x, w, b, c, t: F.conv2d(x.reshape(1, 1, 3, 4), w[:2].reshape(
+        2, 1, 2, 2), b[:2], padding=1),
+    "conv1d": lambda lib, F, x, w, b, c, t: F.conv1d(x.reshape(1, 3, 4), lib.ones(
+        2, 3, 2, dtype=x.dtype, requires_grad=True), stride=2),
+    "max_pool2d": lambda lib, F, x, w, b, c, t: F.max_pool2d(x.reshape(1, 1, 3, 4), 2),
+    "avg_pool2d": lambda lib, F, x, w, b, c, t: F.avg_pool2d(x.reshape(1, 3, 4), 2),
+    "adaptive global": lambda lib, F, x, w, b, c, t: F.adaptive_avg_pool2d(
+        x.reshape(1, 1, 3, 4), 1),
+    "adaptive bins": lambda lib, F, x, w, b, c, t: F.adaptive_avg_pool2d(
+        x.reshape(1, 1, 3, 4), (2, 3)),
+    "flatten": lambda lib, F, x, w, b, c, t: x.reshape(1, 3, 4).flatten(1),
     "MLP loss": lambda lib, F, x, w, b, c, t: F.mse_loss(
         lib.relu(F.linear(x, w, b)), lib.zeros(3, 5)),
 }

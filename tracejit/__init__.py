@@ -52,18 +52,18 @@ from .runtime import memory as _memory  # noqa: E402
 _memory.install()  # count CPU tensor storage from here on (runtime/memory.py)
 
 
-def memory_allocated(device=None) -> int:
+def memory_allocated(device=None) -> int:  # noqa: F811 (PyTorch's parameter name)
     """Bytes held now by CPU tensor storage (numpy array data made since tracejit was
     imported; see tracejit/runtime/memory.py for what is counted)."""
     return _memory.allocated()
 
 
-def max_memory_allocated(device=None) -> int:
+def max_memory_allocated(device=None) -> int:  # noqa: F811
     """The peak of `memory_allocated()` since import or `reset_peak_memory_stats()`."""
     return _memory.peak()
 
 
-def reset_peak_memory_stats(device=None) -> None:
+def reset_peak_memory_stats(device=None) -> None:  # noqa: F811
     _memory.reset_peak()
 
 

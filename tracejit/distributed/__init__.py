@@ -92,6 +92,7 @@ def _abort_on_uncaught_exceptions(comm) -> None:
         sys.stderr.write(f"tj.distributed: rank {comm.Get_rank()} raised {kind.__name__}; "
                          "aborting every rank\n")
         sys.stderr.flush()
+        time.sleep(0.5)  # the launcher forwards what was printed before it kills the ranks
         comm.Abort(1)
     hook._tracejit_abort = True
     sys.excepthook = hook

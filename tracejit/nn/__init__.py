@@ -1,9 +1,9 @@
 """`tj.nn`: modules, parameters, layers and losses (PyTorch's names and semantics)."""
 from . import functional, init, parallel, utils
-from .layers import (BatchNorm1d, BatchNorm2d, BCEWithLogitsLoss, CrossEntropyLoss, Dropout,
-                     Embedding, GELU, LayerNorm,
-                     Linear, ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, Sequential, Sigmoid,
-                     Softmax, Tanh)
+from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCEWithLogitsLoss,
+                     Conv1d, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, GELU,
+                     LayerNorm, Linear, MaxPool2d, ModuleDict, ModuleList, MSELoss, NLLLoss,
+                     ReLU, Sequential, Sigmoid, Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
@@ -12,4 +12,5 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "Parameter", "Linear", "ReLU", "Tanh",
            "Sigmoid", "GELU", "Softmax", "Dropout", "Embedding", "LayerNorm", "Sequential",
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss",
-           "BCEWithLogitsLoss", "RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell"]
+           "BCEWithLogitsLoss", "RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell",
+           "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"]

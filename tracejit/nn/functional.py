@@ -9,7 +9,8 @@ from ..tensor.functional import log_softmax, relu, sigmoid, softmax, tanh
 
 __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "linear", "mse_loss",
            "cross_entropy", "nll_loss", "dropout", "layer_norm", "embedding",
-           "binary_cross_entropy_with_logits", "pad"]
+           "binary_cross_entropy_with_logits", "pad", "batch_norm", "conv1d", "conv2d",
+           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
 
 
 @composite("GeluBackward0", "input")
@@ -219,3 +220,170 @@ def pad(input, pad: tuple, value: float = 0.0):
             parts.append(full(tuple(shape), value, dtype=out.dtype))
         out = F.cat(parts, dim) if len(parts) > 1 else out
     return out
+
+
+# ---- convolution and pooling (windows from F.unfold2d, then matmul or a reduction) ------
+def _pair(v, name: str) -> tuple:
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {v}")
+    return v
+
+
+def _same_padding(kernel, dilation, stride) -> tuple:
+    if stride != (1, 1):
+        raise ValueError("padding='same' is not supported for strided convolutions")
+    pads = []
+    for k, d in zip(kernel, dilation):
+        total = d * (k - 1)
+        if total % 2:
+            raise NotImplementedError(
+                "padding='same' with an even (dilated) kernel pads unevenly; pad the input "
+                "with F.pad and use padding=0")
+        pads.append(total // 2)
+    return tuple(pads)
+
+
+@composite("ConvolutionBackward0", "input", "weight", "bias")
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """2-D cross-correlation of [N, C, H, W] with weight [O, C/groups, KH, KW] (PyTorch's
+    conv2d): the windows of the input (F.unfold2d) times the weight, one matmul per
+    group."""
+    if input.ndim != 4:
+        raise RuntimeError(f"conv2d: expected a 4-D input [N, C, H, W], got shape "
+                           f"{list(input.shape)}")
+    if weight.ndim != 4:
+        raise RuntimeError(f"conv2d: expected a 4-D weight [O, C/groups, KH, KW], got shape "
+                           f"{list(weight.shape)}")
+    o, cg, kh, kw = (int(s) for s in weight.shape)
+    c = input.shape[1]
+    if c != cg * groups:
+        raise RuntimeError(f"conv2d: given groups={groups}, weight of size {list(weight.shape)}"
+                           f", expected input{list(input.shape)} to have {cg * groups} "
+                           f"channels, but got {c} channels instead")
+    if o % groups:
+        raise RuntimeError(f"conv2d: out_channels ({o}) must be divisible by groups "
+                           f"({groups})")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"padding must be 'same', 'valid' or ints, got {padding!r}")
+        padding = (0, 0) if padding == "valid" else _same_padding((kh, kw), dilation, stride)
+    padding = _pair(padding, "padding")
+    cols = F.unfold2d(input, (kh, kw), stride, padding, dilation)  # [N, OH, OW, C, KH, KW]
+    n, oh, ow = cols.shape[0], cols.shape[1], cols.shape[2]
+    k = cg * kh * kw
+    if groups == 1:
+        out = F.matmul(F.reshape(cols, (n, oh * ow, k)), F.t(F.reshape(weight, (o, k))))
+        out = F.transpose(out, 1, 2)  # [N, O, OH*OW]
+    else:
+        g = F.transpose(F.reshape(cols, (n, oh * ow, groups, k)), 1, 2)  # [N, G, OH*OW, k]
+        wg = F.transpose(F.reshape(weight, (groups, o // groups, k)), 1, 2)  # [G, k, O/G]
+        out = F.transpose(F.matmul(g, wg), 2, 3)  # [N, G, O/G, OH*OW]
+    out = F.reshape(out, (n, o, oh, ow))
+    if bias is not None:
+        out = out + F.reshape(bias, (1, o, 1, 1))
+    return out
+
+
+@composite("ConvolutionBackward0", "input", "weight", "bias")
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """1-D cross-correlation of [N, C, L] with weight [O, C/groups, K]: conv2d on a
+    height of one."""
+    if input.ndim != 3:
+        raise RuntimeError(f"conv1d: expected a 3-D input [N, C, L], got shape "
+                           f"{list(input.shape)}")
+    one = lambda v: (1, v) if isinstance(v, int) else (1,) + tuple(v)  # noqa: E731
+    pad = padding if isinstance(padding, str) else (0,) + one(padding)[1:]
+    out = conv2d(F.unsqueeze(input, 2), F.unsqueeze(weight, 2), bias, one(stride), pad,
+                 one(dilation), groups)
+    return F.squeeze(out, 2)
+
+
+def _pool_args(kernel_size, stride, padding, dilation, ceil_mode, name):
+    if ceil_mode:
+        raise NotImplementedError(f"{name}: ceil_mode=True is not supported; pad the input "
+                                  "so the windows tile it, or use ceil_mode=False")
+    kernel = _pair(kernel_size, "kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else \
+        _pair(stride, "stride")
+    padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+    for p, k in zip(padding, kernel):
+        if p > k // 2:
+            raise RuntimeError(f"{name}: pad should be at most half of effective kernel "
+                               f"size, but got pad={p}, kernel_size={k}")
+    return kernel, stride, padding, dilation
+
+
+def _batched(input, name):
+    if input.ndim == 3:
+        return F.unsqueeze(input, 0), True
+    if input.ndim != 4:
+        raise RuntimeError(f"{name}: expected a 3-D or 4-D input, got shape "
+                           f"{list(input.shape)}")
+    return input, False
+
+
+@composite("MaxPool2DWithIndicesBackward0", "input")
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum of each window; its gradient goes to the window's first maximum, as
+    in PyTorch (padding counts as -inf)."""
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices=True is not supported")
+    kernel, stride, padding, dilation = _pool_args(kernel_size, stride, padding, dilation,
+                                                   ceil_mode, "max_pool2d")
+    x, unbatched = _batched(input, "max_pool2d")
+    cols = F.unfold2d(x, kernel, stride, padding, dilation, value=-math.inf)
+    n, oh, ow, c = cols.shape[0], cols.shape[1], cols.shape[2], cols.shape[3]
+    flat = F.reshape(cols, (n, oh, ow, c, kernel[0] * kernel[1]))
+    first = F.argmax(flat, -1, keepdim=True)
+    out = F.permute(F.squeeze(F.gather(flat, -1, first), -1), (0, 3, 1, 2))
+    return F.squeeze(out, 0) if unbatched else out
+
+
+@composite("AvgPool2DBackward0", "input")
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """The mean of each window (padding counts as zeros in it, as PyTorch's default)."""
+    kernel, stride, padding, _ = _pool_args(kernel_size, stride, padding, 1, ceil_mode,
+                                            "avg_pool2d")
+    if not count_include_pad and padding != (0, 0):
+        raise NotImplementedError("avg_pool2d: count_include_pad=False with padding is not "
+                                  "supported")
+    x, unbatched = _batched(input, "avg_pool2d")
+    cols = F.unfold2d(x, kernel, stride, padding, (1, 1))
+    total = F.sum(cols, (4, 5))
+    out = F.permute(total / (divisor_override or kernel[0] * kernel[1]), (0, 3, 1, 2))
+    return F.squeeze(out, 0) if unbatched else out
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average over PyTorch's adaptive bins: bin i of n over a size H spans
+    [floor(i H / n), ceil((i + 1) H / n))."""
+    x, unbatched = _batched(input, "adaptive_avg_pool2d")
+    h, w = int(x.shape[2]), int(x.shape[3])
+    oh, ow = _pair(output_size, "output_size")
+    oh, ow = oh or h, ow or w
+    if (oh, ow) == (1, 1):  # a global average (PyTorch's graph: MeanBackward1 too)
+        out = F.mean(x, (2, 3), keepdim=True)
+    else:
+        out = _adaptive_bins(x, h, w, oh, ow)
+    return F.squeeze(out, 0) if unbatched else out
+
+
+@composite("AdaptiveAvgPool2DBackward0", "x")
+def _adaptive_bins(x, h, w, oh, ow):
+    if h % oh == 0 and w % ow == 0:
+        return avg_pool2d(x, (h // oh, w // ow))
+    rows = []
+    for i in range(oh):
+        y0, y1 = (i * h) // oh, -((-(i + 1) * h) // oh)
+        cols = [F.mean(x[:, :, y0:y1, (j * w) // ow:-((-(j + 1) * w) // ow)], (2, 3),
+                       keepdim=True) for j in range(ow)]
+        rows.append(F.cat(cols, 3))
+    return F.cat(rows, 2)

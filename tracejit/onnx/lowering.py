@@ -316,4 +316,7 @@ REFUSED = {
     OPS["index_scatter"]: f"{_LATER} (ScatterND)",
     OPS["scatter_add"]: f"{_LATER} (ScatterElements with reduction='add')",
     OPS["setitem"]: f"{_LATER} (an in-place update: ScatterND)",
+    OPS["unfold2d"]: f"{_LATER} (convolutions and pools: Conv, MaxPool, AveragePool from the "
+                     "windows' consumers)",
+    OPS["fold2d"]: f"{_LATER} (Col2Im, opset 18)",
 }
