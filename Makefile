@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench,fast,cuda,export,distributed]'
+	$(PY) -m pip install --quiet -e '.[test,bench,fast,cuda,export,distributed,amp]'
 	touch $@
 
 demo: $(VENV)/.installed

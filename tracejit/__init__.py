@@ -28,12 +28,16 @@ from .tensor.functional import (abs, add, addmm, all, allclose, amax, amin, any,
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import autograd, nn, optim  # noqa: E402
 from . import distributed, jit, onnx, utils  # noqa: E402
+from . import amp, cpu  # noqa: E402
+from .amp import autocast  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from .jit import trace  # noqa: E402
 from .scripting import cond, script, while_loop  # noqa: E402
 
 bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
+if _dtypes.bfloat16 is not None:
+    bfloat16 = _dtypes.bfloat16
 int32, int64 = _dtypes.int32, _dtypes.int64
 float, double, half, long = float32, float64, float16, int64
 
@@ -65,6 +69,13 @@ def max_memory_allocated(device=None) -> int:  # noqa: F811
 
 def reset_peak_memory_stats(device=None) -> None:  # noqa: F811
     _memory.reset_peak()
+
+
+def __getattr__(name):
+    if name == "bfloat16":
+        raise AttributeError("tracejit.bfloat16 needs the ml_dtypes package: pip install "
+                             "'tracejit[amp]' (or ml_dtypes)")
+    raise AttributeError(f"module 'tracejit' has no attribute {name!r}")
 
 
 def dtype_from_name(name: str) -> dtype:

@@ -38,10 +38,19 @@ float16 = dtype("float16", np.float16, 2, "f16")
 float32 = dtype("float32", np.float32, 2, "f32")
 float64 = dtype("float64", np.float64, 2, "f64")
 
-ALL = (bool_, int32, int64, float16, float32, float64)
-FLOATING = (float16, float32, float64)
+try:  # bfloat16 is numpy's through the ml_dtypes package (the `amp` extra)
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # pragma: no cover — tj.bfloat16 then says what to install
+    _ml_dtypes = None
+bfloat16 = dtype("bfloat16", _ml_dtypes.bfloat16, 2, "bf16") if _ml_dtypes else None
+
+ALL = tuple(d for d in (bool_, int32, int64, float16, bfloat16, float32, float64) if d)
+FLOATING = tuple(d for d in (float16, bfloat16, float32, float64) if d)
+LOW_PRECISION = tuple(d for d in (float16, bfloat16) if d)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
+if bfloat16 is not None:
+    _BY_NAME["bf16"] = bfloat16
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
                  "int": int32, "f32": float32, "f64": float64, "f16": float16,
                  "i32": int32, "i64": int64, "b8": bool_})
@@ -85,6 +94,8 @@ def _higher(a: dtype, b: dtype) -> dtype:
         return a
     if a.category != b.category:
         return a if a.category > b.category else b
+    if a.itemsize == b.itemsize == 2 and a.category == 2:  # float16 with bfloat16
+        return float32
     return a if a.itemsize >= b.itemsize else b
 
 

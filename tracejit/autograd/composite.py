@@ -44,6 +44,20 @@ class CompositeNode(Node):
         return grads
 
 
+def _autocast(category, where, args, kwargs):
+    """The call's `params` cast as autocast `category` asks (tracejit.amp)."""
+    from .. import amp
+
+    args = list(args)
+    for i, p, _default in where:
+        if i < len(args):
+            args[i] = amp.cast_inputs(category, (args[i],))[0]
+        elif p in kwargs:
+            kwargs = dict(kwargs)
+            kwargs[p] = amp.cast_inputs(category, (kwargs[p],))[0]
+    return tuple(args), kwargs
+
+
 def composite_class(name: str) -> type:
     cls = _CLASSES.get(name)
     if cls is None:
@@ -51,21 +65,25 @@ def composite_class(name: str) -> type:
     return cls
 
 
-def composite(name: str, *params: str):
+def composite(name: str | None, *params: str, autocast: str | None = None):
     """Decorate a composed function: in eager autograd its output's node is `name`,
     whose `next_functions` has one entry per parameter in `params`, in that order (a
     parameter holding a list of tensors gives one per tensor; None or a tensor that
-    does not require grad gives `(None, 0)`)."""
+    does not require grad gives `(None, 0)`). `autocast` is the function's category
+    under tracejit.amp (its `params` are cast on entry); with `name` None the function
+    only has the category."""
     def deco(fn):
         sig = inspect.signature(fn)
         names = list(sig.parameters)
         where = [(names.index(p), p, sig.parameters[p].default) for p in params]
-        cls = composite_class(name)
+        cls = composite_class(name) if name is not None else None
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if autocast is not None and STATE.autocast is not None:
+                args, kwargs = _autocast(autocast, where, args, kwargs)
             out = fn(*args, **kwargs)
-            if STATE.capture is not None or not isinstance(out, _Tensor):
+            if cls is None or STATE.capture is not None or not isinstance(out, _Tensor):
                 return out
             inner = out.grad_fn
             if inner is None:

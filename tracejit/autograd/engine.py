@@ -113,8 +113,9 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     owned: dict = {}  # id -> gradient sum made by this run and held only in `buffers`
     anomaly = STATE.anomaly
-    prev_mode = STATE.grad_enabled
+    prev_mode, prev_autocast = STATE.grad_enabled, STATE.autocast
     STATE.grad_enabled = create_graph
+    STATE.autocast = None  # backward runs in the dtypes the forward chose (as PyTorch's)
     try:
         while ready:
             node = ready.pop()
@@ -182,7 +183,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                 else:
                     ready.append(child)
     finally:
-        STATE.grad_enabled = prev_mode
+        STATE.grad_enabled, STATE.autocast = prev_mode, prev_autocast
         running.pop()
         callbacks = _CALLBACKS.pop(id(results), ())
     for fn in callbacks:  # queued during this backward: run once it is done

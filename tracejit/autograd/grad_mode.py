@@ -12,6 +12,8 @@ class _State(threading.local):
         self.grad_enabled = True
         self.anomaly = False
         self.capture = None  # the active trace recorder, if any (see tracejit.capture)
+        self.autocast = None  # (cpu dtype, cuda dtype) while an autocast region is active
+                              # (either may be None), else None (see tracejit.amp)
 
 
 STATE = _State()

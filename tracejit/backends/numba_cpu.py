@@ -478,8 +478,8 @@ _failed: set = set()
 
 def _check_dtypes(region: Graph) -> None:
     values = list(region.inputs) + [v for n in region.nodes for v in n.outputs]
-    if any(v.dtype.name == "float16" for v in values):
-        raise Unsupported("Numba's CPU target has no float16 arithmetic")
+    if any(v.dtype.name in ("float16", "bfloat16") for v in values):
+        raise Unsupported("Numba's CPU target has no float16/bfloat16 arithmetic")
 
 
 def compile_region(region: Graph, label: str, kind: str = "elementwise"):

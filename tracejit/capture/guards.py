@@ -85,6 +85,9 @@ class EntryGuards:
         if grad_mode:
             self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
                       Guard(f"grad mode is {'enabled' if recorder.grad_mode else 'disabled'}"))
+            ns["AUTOCAST"] = recorder.autocast
+            self._add(lines, "STATE.autocast == AUTOCAST", Guard(_autocast_words(
+                recorder.autocast)))
         for index, dim, sym in bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         for g in recorder.shape_guards.values():
@@ -161,3 +164,10 @@ class EntryGuards:
 
         params = list(inspect.signature(self.check).parameters)
         return dict(zip(params, args))
+
+
+def _autocast_words(mode) -> str:
+    if mode is None:
+        return "no autocast region is active"
+    parts = [f"{dev} in {d.name}" for dev, d in zip(("cpu", "cuda"), mode) if d is not None]
+    return "autocast: " + ", ".join(parts)

@@ -86,6 +86,7 @@ class Recorder:
         self.abort_is_final = True             # False: later calls may trace again
         self.saved_counters: dict = {}         # id(version counter) -> (op, counter)
         self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
+        self.autocast = STATE.autocast       # likewise
 
     # ---- inputs ----------------------------------------------------------------------------
     def add_input(self, t: Tensor, name: str, kind: str, symbolic: bool,

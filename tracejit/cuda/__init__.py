@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+from . import amp  # noqa: F401  (tj.cuda.amp.autocast, GradScaler)
 from . import memory as _memory
 
 

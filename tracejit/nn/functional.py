@@ -22,6 +22,7 @@ def gelu(input, approximate: str = "none"):
     return input * 0.5 * (F.erf(input * (1.0 / math.sqrt(2.0))) + 1.0)
 
 
+@composite(None, "input", "weight", "bias", autocast="low")
 def linear(input, weight, bias=None):
     """input @ weight.T + bias (weight is [out_features, in_features]). As in PyTorch's
     graph, a 2-D input with a bias gives AddmmBackward0 (TBackward0 on the weight),
@@ -43,7 +44,7 @@ def _reduce(loss, reduction: str):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-@composite("MseLossBackward0", "input", "target")
+@composite("MseLossBackward0", "input", "target", autocast="fp32")
 def mse_loss(input, target, reduction: str = "mean"):
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {list(input.shape)} and target shape "
@@ -52,7 +53,7 @@ def mse_loss(input, target, reduction: str = "mean"):
     return _reduce(d * d, reduction)
 
 
-@composite("NllLossBackward0", "input")
+@composite("NllLossBackward0", "input", autocast="fp32")
 def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
     """Negative log-likelihood of class indices `target` under log-probabilities `input`.
 
@@ -82,6 +83,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     return _reduce(loss, reduction)
 
 
+@composite(None, "input", autocast="fp32")
 def cross_entropy(input, target, weight=None, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0):
     """log_softmax + nll_loss for class indices; for class probabilities when target is float."""
@@ -113,7 +115,8 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return input * keep * (1.0 / (1.0 - p))
 
 
-@composite("NativeLayerNormBackward0", "input", "weight", "bias")
+@composite("NativeLayerNormBackward0", "input", "weight", "bias",
+           autocast="fp32 cuda")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalise over the trailing `normalized_shape` dims (biased variance), then affine."""
     if isinstance(normalized_shape, int):
@@ -182,7 +185,7 @@ def embedding(input, weight, padding_idx=None):
     return out
 
 
-@composite("BinaryCrossEntropyWithLogitsBackward0", "input", "target")
+@composite("BinaryCrossEntropyWithLogitsBackward0", "input", "target", autocast="fp32")
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None):
     """Sigmoid + binary cross-entropy, computed stably from logits."""
@@ -248,7 +251,7 @@ def _same_padding(kernel, dilation, stride) -> tuple:
     return tuple(pads)
 
 
-@composite("ConvolutionBackward0", "input", "weight", "bias")
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """2-D cross-correlation of [N, C, H, W] with weight [O, C/groups, KH, KW] (PyTorch's
     conv2d): the windows of the input (F.unfold2d) times the weight, one matmul per
@@ -290,7 +293,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     return out
 
 
-@composite("ConvolutionBackward0", "input", "weight", "bias")
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """1-D cross-correlation of [N, C, L] with weight [O, C/groups, K]: conv2d on a
     height of one."""

@@ -235,6 +235,13 @@ class Module:
     def double(self) -> "Module":
         return self.to("float64")
 
+    def half(self) -> "Module":
+        """Floating-point parameters and buffers to float16 (others are kept)."""
+        return self.to("float16")
+
+    def bfloat16(self) -> "Module":
+        return self.to("bfloat16")
+
     # ---- call ------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required "

@@ -60,8 +60,8 @@ def _erf(x, out=None):
 
         _erf_ufunc = numba.vectorize(["float32(float32)", "float64(float64)"])(erf)
     x = np.asarray(x)
-    if x.dtype == np.float16:
-        return _erf_ufunc(x.astype(np.float32)).astype(np.float16)
+    if x.dtype.itemsize == 2:  # float16, bfloat16: in float32, rounded back
+        return _erf_ufunc(x.astype(np.float32)).astype(x.dtype)
     return _erf_ufunc(x, out=out) if out is not None else _erf_ufunc(x)
 
 
@@ -114,13 +114,15 @@ _unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, save
        meta_inputs=False, involution=True)
 _unary("abs", np.abs, "abs({0})", lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
 _unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True,
-       meta_inputs=False)
-_unary("log", np.log, "math.log({0})", lambda g, out, x: (g / x,))
-_unary("log1p", np.log1p, "math.log1p({0})", lambda g, out, x: (g / (x + 1),))
+       meta_inputs=False, autocast="fp32 cuda")
+_unary("log", np.log, "math.log({0})", lambda g, out, x: (g / x,), autocast="fp32 cuda")
+_unary("log1p", np.log1p, "math.log1p({0})", lambda g, out, x: (g / (x + 1),),
+       autocast="fp32 cuda")
 _unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True,
        meta_inputs=False)
 _unary("rsqrt", _rsqrt, "(1 / math.sqrt({0}))",
-       lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True, meta_inputs=False)
+       lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True, meta_inputs=False,
+       autocast="fp32 cuda")
 _unary("sin", np.sin, "math.sin({0})", lambda g, out, x: (g * F.cos(x),))
 _unary("cos", np.cos, "math.cos({0})", lambda g, out, x: (-(g * F.sin(x)),))
 _unary("tanh", np.tanh, "math.tanh({0})", lambda g, out, x: (F.tanh_backward(g, out),),
@@ -174,7 +176,8 @@ def _pow_vjp(g, out, x, y):
 
 
 _binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True,
-        save_when={0: (0, 1), 1: (0,)}, right_identity=1, scalar_edges=False)
+        save_when={0: (0, 1), 1: (0,)}, right_identity=1, scalar_edges=False,
+        autocast="fp32 cuda")
 _binary("maximum", np.maximum, "max({0}, {1})",
         lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
 _binary("minimum", np.minimum, "min({0}, {1})",

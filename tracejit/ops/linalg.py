@@ -45,6 +45,8 @@ def _matmul(a, b):
         # the same numbers as matmul's, and numpy's broadcasting multiply is several times
         # faster than its matmul for it
         return np.multiply(a, b)
+    if a.dtype.itemsize == 2 and a.dtype.kind != "i":  # float16 / bfloat16: accumulate in
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)  # f32
     return np.matmul(a, b)
 
 
@@ -66,4 +68,4 @@ def _matmul_vjp(g, out, a, b):
 
 
 register("matmul", LINALG, _matmul, _infer_matmul, _matmul_vjp, saves=(0, 1), arity=2,
-         save_when={0: (1,), 1: (0,)}, grad_name="MmBackward0")
+         save_when={0: (1,), 1: (0,)}, grad_name="MmBackward0", autocast="low")

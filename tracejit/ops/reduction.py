@@ -14,19 +14,32 @@ def _axis(dim):
     return dim if dim is None else tuple(dim)
 
 
-def _sum(x, dim=None, keepdim=False):
+def _accumulator(x):
+    """The dtype a sum or product of x accumulates in: int64 for integers and bools,
+    float32 for float16/bfloat16 (as PyTorch: partial sums of halves overflow and lose
+    digits), else x's own."""
     kind = x.dtype.kind
-    return np.sum(x, axis=_axis(dim), keepdims=keepdim,
-                  dtype=np.int64 if kind in "biu" else None)
+    if kind in "biu":
+        return np.int64
+    return np.float32 if x.dtype.itemsize == 2 else None
+
+
+def _low(x, r):
+    """r rounded back to x's dtype when x is float16/bfloat16."""
+    return r.astype(x.dtype) if x.dtype.itemsize == 2 and x.dtype.kind != "i" else r
+
+
+def _sum(x, dim=None, keepdim=False):
+    return _low(x, np.sum(x, axis=_axis(dim), keepdims=keepdim, dtype=_accumulator(x)))
 
 
 def _mean(x, dim=None, keepdim=False):
-    return np.mean(x, axis=_axis(dim), keepdims=keepdim)
+    acc = np.float32 if x.dtype.itemsize == 2 else None
+    return _low(x, np.mean(x, axis=_axis(dim), keepdims=keepdim, dtype=acc))
 
 
 def _prod(x, dim=None, keepdim=False):
-    return np.prod(x, axis=_axis(dim), keepdims=keepdim,
-                   dtype=np.int64 if x.dtype.kind in "biu" else None)
+    return _low(x, np.prod(x, axis=_axis(dim), keepdims=keepdim, dtype=_accumulator(x)))
 
 
 def _amax(x, dim=None, keepdim=False):
@@ -97,7 +110,7 @@ def _extreme_vjp(g, out, x, dim=None, keepdim=False):
 
 register("sum", REDUCE, _sum, _infer("sum"),
          lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim),), saves=(),
-         expr="+")
+         expr="+", autocast="fp32 cuda")
 register("mean", REDUCE, _mean, _infer("same"),
          lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim)
                                                        / _count(x, dim),), saves=(), expr="+/n")
@@ -112,7 +125,8 @@ def _prod_vjp(g, out, x, dim=None, keepdim=False):
     return (_restore(g, x, dim, keepdim) * grad,)
 
 
-register("prod", REDUCE, _prod, _infer("sum"), _prod_vjp, saves=(0,), expr="*")
+register("prod", REDUCE, _prod, _infer("sum"), _prod_vjp, saves=(0,), expr="*",
+         autocast="fp32")
 register("amax", REDUCE, _amax, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
          expr="max")
 register("amin", REDUCE, _amin, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,

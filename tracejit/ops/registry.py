@@ -69,6 +69,9 @@ class OpDef:
     grad_name: str = ""
     grad_inputs: tuple | None = None  # inputs PyTorch's node lists in next_functions (the
                                       # differentiable ones of its schema); None: all
+    autocast: str | None = None  # under autocast (tracejit.amp): "low" runs in the region's
+                                 # low precision, "fp32" in float32, "fp32 cuda" in float32
+                                 # on CUDA only (PyTorch's CPU and CUDA op lists)
     scalar_edges: bool = True    # a Python scalar operand is listed as (None, 0), as
                                  # PyTorch's Tensor overloads wrap it (False: a Scalar
                                  # overload, as pow's and remainder's)

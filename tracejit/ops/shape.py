@@ -70,7 +70,10 @@ def _sum_to(x, shape):
     axes = tuple(range(lead)) if lead > 0 else ()
     axes += tuple(lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1) \
         if lead >= 0 else ()
-    r = np.sum(x, axis=axes, keepdims=True) if axes else x
+    if axes and x.dtype.itemsize == 2 and x.dtype.kind not in "biu":  # f16/bf16: f32 sums
+        r = np.sum(x, axis=axes, keepdims=True, dtype=np.float32).astype(x.dtype)
+    else:
+        r = np.sum(x, axis=axes, keepdims=True) if axes else x
     return r.reshape(shape)
 
 

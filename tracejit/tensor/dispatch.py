@@ -17,8 +17,10 @@ from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
 from .tensor import Tensor, _make
 from ..cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
+from .. import amp as _amp
 
 _ndarray = np.ndarray
+_BF16 = dt.bfloat16.np if dt.bfloat16 is not None else None  # numpy's kind for it is "V"
 _from_np = dt._BY_NP
 _SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}  # Python scalars as operands
 _PACKAGE_DIR = __file__.rsplit("/", 2)[0]
@@ -86,6 +88,8 @@ def _explain(op, args, attrs, err):
 
 def apply(op, *args, **attrs) -> Tensor:
     """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
+    if STATE.autocast is not None and op.autocast is not None:  # tracejit.amp
+        args = _amp.cast_inputs(op.autocast, args)
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
         return STATE.capture.apply(op, args, attrs)
     on_device = None
@@ -104,7 +108,7 @@ def apply(op, *args, **attrs) -> Tensor:
         if type(out) is not _ndarray:
             out = np.asarray(out)
     t = _make(out)
-    if STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
+    if STATE.grad_enabled and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is _BF16):
         for a in args:
             if isinstance(a, Tensor) and a._rg:
                 _record(op, args, attrs, t)
@@ -129,7 +133,8 @@ def unary(op, x: Tensor) -> Tensor:
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
-    if x._rg and STATE.grad_enabled and op.vjp is not None and out.dtype.kind == "f":
+    if x._rg and STATE.grad_enabled and op.vjp is not None and (
+            out.dtype.kind == "f" or out.dtype is _BF16):
         _record_unary(op, x, t)
     return t
 
@@ -164,7 +169,7 @@ def binary(op, x: Tensor, y) -> Tensor:
         out = np.asarray(out)
     t = _make(out)
     if STATE.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
-            and op.vjp is not None and out.dtype.kind == "f":
+            and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is _BF16):
         _record_binary(op, x, y, t)
     return t
 
@@ -435,7 +440,7 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
         old._vc = target._vc
     value = _make(target._data)
     value._vc = target._vc
-    if value._data.dtype.kind != "f":
+    if value._data.dtype.kind != "f" and value._data.dtype is not _BF16:
         return
     node = _record(op, (old,) + others, attrs, value)
     # inputs are saved as they were before this op wrote (an argument aliasing the

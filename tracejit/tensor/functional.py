@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd import composite as _composite, node as _node
 from ..autograd.composite import composite
+from .. import amp as _amp
 from ..autograd.grad_mode import STATE
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
@@ -328,7 +329,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
 
-@composite("LinalgVectorNormBackward0", "input")
+@composite("LinalgVectorNormBackward0", "input", autocast="fp32 cuda")
 def norm(input, p="fro", dim=None, keepdim=False):
     """Vector p-norm (2 by default) over `dim` or all elements."""
     if p in ("fro", 2, 2.0):
@@ -340,7 +341,7 @@ def norm(input, p="fro", dim=None, keepdim=False):
     return pow(sum(pow(abs(input), p), dim, keepdim), 1.0 / p)
 
 
-@composite("LogsumexpBackward0", "input")
+@composite("LogsumexpBackward0", "input", autocast="fp32 cuda")
 def logsumexp(input, dim, keepdim=False):
     m = amax(input, dim, keepdim=True).detach()
     m = where(isfinite(m), m, 0.0)
@@ -348,7 +349,7 @@ def logsumexp(input, dim, keepdim=False):
     return out if keepdim else squeeze(out, dim)
 
 
-@composite("SoftmaxBackward0", "input")
+@composite("SoftmaxBackward0", "input", autocast="fp32 cuda")
 def softmax(input, dim, dtype=None):
     """exp(x) / sum(exp(x)) along `dim`, computed stably."""
     if dtype is not None:
@@ -357,7 +358,7 @@ def softmax(input, dim, dtype=None):
     return e / sum(e, dim, keepdim=True)
 
 
-@composite("LogSoftmaxBackward0", "input")
+@composite("LogSoftmaxBackward0", "input", autocast="fp32 cuda")
 def log_softmax(input, dim, dtype=None):
     if dtype is not None:
         input = cast(input, dtype)
@@ -602,7 +603,7 @@ def fold2d(windows, shape, kernel, stride, padding, dilation):
                  stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
 
 
-@composite("AddmmBackward0", "input", "mat1", "mat2")
+@composite("AddmmBackward0", "input", "mat1", "mat2", autocast="low")
 def _addmm(input, mat1, mat2):
     return matmul(mat1, mat2) + input
 
@@ -863,6 +864,7 @@ def _install_methods():
     T.float = lambda self: cast(self, dt.float32)
     T.double = lambda self: cast(self, dt.float64)
     T.half = lambda self: cast(self, dt.float16)
+    T.bfloat16 = lambda self: cast(self, dt.bfloat16)
     T.long = lambda self: cast(self, dt.int64)
     T.int = lambda self: cast(self, dt.int32)
     T.bool = lambda self: cast(self, dt.bool_)
@@ -918,3 +920,4 @@ _install_methods()
 bind_frontend(sys.modules[__name__])
 _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTensor
 _composite._Tensor = Tensor
+_amp._Tensor, _amp._cast = Tensor, cast

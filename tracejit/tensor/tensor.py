@@ -77,6 +77,7 @@ def _make(data: np.ndarray) -> "Tensor":
 
 
 _new = object.__new__
+_BF16 = dt.bfloat16.np if dt.bfloat16 is not None else None
 _autograd._bind(_make)
 
 
@@ -138,7 +139,7 @@ class Tensor:
                                    "doesn't require differentiation use "
                                    "var_no_grad = var.detach().")
             return
-        if value and self._data.dtype.kind != "f":
+        if value and not self.is_floating_point():
             raise RuntimeError("only Tensors of floating point dtype can require gradients "
                                f"(got {self.dtype.name})")
         self._rg = value
@@ -207,7 +208,8 @@ class Tensor:
         return self._data.itemsize
 
     def is_floating_point(self) -> bool:
-        return self._data.dtype.kind == "f"
+        d = self._data.dtype
+        return d.kind == "f" or d is _BF16
 
     def is_contiguous(self) -> bool:
         return self._data.flags.c_contiguous
@@ -406,7 +408,7 @@ def _formatter(a: np.ndarray):
     scientific for wide ranges; every element padded to the same width."""
     if a.dtype.kind == "b":
         return {"bool": lambda v: "True" if v else "False"}
-    if a.dtype.kind != "f":
+    if a.dtype.kind != "f" and a.dtype is not _BF16:
         width = max(len(str(v)) for v in (a.min(), a.max()))
         return {"int": lambda v: str(v).rjust(width)}
     finite = np.abs(a[np.isfinite(a)].astype(np.float64))
