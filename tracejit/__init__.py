@@ -28,7 +28,7 @@ from .tensor.functional import (abs, add, addmm, all, allclose, amax, amin, any,
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import autograd, nn, optim  # noqa: E402
 from . import distributed, jit, onnx, utils  # noqa: E402
-from . import amp, cpu  # noqa: E402
+from . import amp, cpu, profiler  # noqa: E402
 from .amp import autocast  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from .jit import trace  # noqa: E402

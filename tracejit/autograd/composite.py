@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ..runtime import events
+from ..runtime.events import ACTIVE as _EVENTS
 from .grad_mode import STATE
 from .node import Node
 
@@ -78,8 +80,16 @@ def composite(name: str | None, *params: str, autocast: str | None = None):
         where = [(names.index(p), p, sig.parameters[p].default) for p in params]
         cls = composite_class(name) if name is not None else None
 
+        event = "aten::" + fn.__name__.lstrip("_")
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if _EVENTS[0]:
+                with events.span(event, "cpu_op"):
+                    return _body(args, kwargs)
+            return _body(args, kwargs)
+
+        def _body(args, kwargs):
             if autocast is not None and STATE.autocast is not None:
                 args, kwargs = _autocast(autocast, where, args, kwargs)
             out = fn(*args, **kwargs)

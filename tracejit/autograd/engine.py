@@ -10,6 +10,8 @@ import threading
 
 import numpy as np
 
+from ..runtime import events
+from ..runtime.events import ACTIVE as _EVENTS
 from . import node as _node
 from .grad_mode import STATE
 from .node import AccumulateGrad
@@ -143,14 +145,24 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                 run = needed.get(node, False)
             if type(node) is AccumulateGrad:
                 if run and accumulate:
-                    node.apply(grads)
+                    if _EVENTS[0]:
+                        with events.span("autograd::engine::evaluate_function: "
+                                         "AccumulateGrad", "cpu_op"):
+                            node.apply(grads)
+                    else:
+                        node.apply(grads)
                     if node._extras is not None and node._extras.post_hooks:
                         var = node.variable  # post-accumulate hooks: hook(tensor)
                         for hook in list(node._extras.post_hooks.values()):
                             hook(var)
                 continue
             if run:
-                in_grads = node.apply(grads)
+                if _EVENTS[0]:
+                    with events.span("autograd::engine::evaluate_function: " + node.name(),
+                                     "cpu_op"):
+                        in_grads = node.apply(grads)
+                else:
+                    in_grads = node.apply(grads)
                 if anomaly:
                     _anomaly_check(node, in_grads)
                 if node._extras is not None and node._extras.post_hooks:

@@ -27,6 +27,8 @@ import re
 import numpy as np
 
 from ..ir.graph import FUSED, GUARD, Graph, Value
+from ..runtime import events
+from ..runtime.events import ACTIVE as _EVENTS
 from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
@@ -136,9 +138,19 @@ class HostProgram:
             f"    {ln}\n" for ln in em.lines)
         exec(compile(self.source, f"<host program {graph.name}>", "exec"), em.ns)  # noqa: S102
         self.run_tensors = em.ns["program"]
+        self._ns = em.ns
+        self._profiled = None  # the instrumented variant, made when a profiler first listens
 
     def run(self, tensors: list) -> list:
+        if _EVENTS[0]:
+            return self._run_profiled(tensors)
         return list(self.run_tensors(*tensors))
+
+    def _run_profiled(self, tensors: list) -> list:
+        if self._profiled is None:
+            self._profiled = _instrumented(self.source, self._ns, self.graph.name)
+        with events.span(f"tracejit::program {self.graph.name}"):
+            return list(self._profiled(*tensors))
 
     @staticmethod
     def _emit_op(em: _Emitter, node, args: list, out: str) -> None:
@@ -193,6 +205,28 @@ class HostProgram:
             out_shapes = "(" + "".join(em.shape(v.shape) + ", " for v in region.outputs) + ")"
             call = f"{kname}.run([{', '.join(args)}], {zs}, {out_shapes}, {loop_src})"
         em.lines.append(f"{''.join(o + ', ' for o in outs)}= {call}  # fused {node.source}")
+
+
+def _instrumented(source: str, ns: dict, name: str):
+    """The host program with an event around each op and kernel line (lines ending in
+    `# <op>` or `# fused <source>`): the variant that runs while a profiler listens."""
+    out = []
+    for line in source.splitlines():
+        code, sep, label = line.partition("  # ")
+        if not sep:
+            out.append(line)
+            continue
+        indent = code[:len(code) - len(code.lstrip())]
+        event = f"tracejit::kernel {label[6:]}" if label.startswith("fused ") else \
+            events.aten_name(label)
+        out += [f"{indent}_t = _now()", code, f"{indent}_event({event!r}, _t)"]
+    ns = dict(ns, _now=events.now, _event=_kernel_event)
+    exec(compile("\n".join(out), f"<profiled host program {name}>", "exec"), ns)  # noqa: S102
+    return ns["program"]
+
+
+def _kernel_event(name: str, start: int) -> None:
+    events.emit(events.Event(name, "compiled", start, events.now()))
 
 
 def _same_type(a, b) -> bool:

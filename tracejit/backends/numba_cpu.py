@@ -19,6 +19,8 @@ from ..ir.graph import Graph, Value
 from ..ir.symbolic import SymInt, plain_symbol
 from ..ir.passes.fuse import column_sum
 from ..ops import OPS
+from ..runtime import events
+from ..runtime.events import ACTIVE as _EVENTS
 from ..runtime.kernel_cache import load_module, purge_compiled
 from .scalar_math import FLOAT32_FORMS, FLOAT64_FORMS
 from .threads import THREADS, serial_below
@@ -378,12 +380,29 @@ def launch(module, kernel, *args) -> None:
     """Call a compiled kernel. Numba loads its machine code from its cache files at the
     first call; a truncated or garbage index or data file fails there (UnpicklingError,
     EOFError, ...) and would fail every later process too: remove them and compile again."""
+    if _EVENTS[0] and not kernel.signatures:  # its first call: Numba compiles or loads it
+        return _first_launch(module, kernel, args)
     try:
         kernel(*args)
     except Exception:
         if not purge_compiled(module):
             raise
         kernel(*args)
+
+
+def _first_launch(module, kernel, args) -> None:
+    hits = sum(kernel.stats.cache_hits.values())
+    start = events.now()
+    try:
+        kernel(*args)
+    except Exception:
+        if not purge_compiled(module):
+            raise
+        kernel(*args)
+    loaded = sum(kernel.stats.cache_hits.values()) > hits
+    events.emit(events.Event(f"tracejit::{'cache_load' if loaded else 'compile'} "
+                             f"{kernel.__name__} {module.__name__}", "compile", start,
+                             events.now()))
 
 
 def row_frame(region: Graph) -> list:

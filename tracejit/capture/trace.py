@@ -18,6 +18,8 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..backends.interpret import GuardMiss, _precompile, _resolve
 from ..ir.symbolic import has_sym, hint_of
+from ..runtime import events
+from ..runtime.events import ACTIVE as _EVENTS
 from ..tensor.dispatch import user_stacklevel
 from ..tensor.tensor import Tensor
 from .compiled import CompiledGraph, log, program_for as _program_for
@@ -223,6 +225,12 @@ class TracedFunction:
     def __call__(self, *args, **kwargs):
         if STATE.capture is not None:  # inside another trace: inline, so it is recorded
             return self._call_eager(args, kwargs)
+        if _EVENTS[0]:
+            with events.span(f"tracejit::call {self.name}"):
+                return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         tensors, others = [], []
         spec = self._flat_spec(args, tensors, others) if not kwargs else None
         if spec is None:
@@ -233,7 +241,12 @@ class TracedFunction:
             if tr.in_spec != spec:
                 continue
             inputs = tensors + [store[key] for store, key in tr.param_refs] + tr.captured
-            if tr.guards.check(*inputs, *others):
+            if _EVENTS[0]:
+                with events.span(f"tracejit::guards {self.name}"):
+                    fits = tr.guards.check(*inputs, *others)
+            else:
+                fits = tr.guards.check(*inputs, *others)
+            if fits:
                 try:
                     out = tr.run(inputs)
                 except GuardMiss as m:  # a side exit: another trace may take this path
@@ -256,6 +269,7 @@ class TracedFunction:
         miss = miss or Guard("first call" if not self.traces else "no trace")
         self._miss_counts[(miss.what, miss.where)] += 1
         log("guards", f"{self.name}: guard failed: {miss}")
+        events.instant(f"tracejit::guard_miss {self.name}", args={"guard": str(miss)})
         if self._aborted or len(self.traces) >= self.budget:
             self.stats["eager_fallbacks"] += 1
             self._warn_budget(miss)
@@ -266,7 +280,7 @@ class TracedFunction:
             log("guards", f"{self.name}: an argument of type {type(unguardable).__name__} "
                           "cannot be guarded; the call runs eagerly")
             return self._call_eager(args, kwargs)
-        with self._lock:
+        with self._lock, events.span(f"tracejit::trace {self.name}"):
             return self._trace_call(args, kwargs, reason=str(miss))
 
     def _flat_spec(self, args: tuple, tensors: list, others: list):

@@ -18,6 +18,10 @@ from ..ops.rules import aval_of
 from .tensor import Tensor, _make
 from ..cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
 from .. import amp as _amp
+from ..runtime import events
+from ..runtime.events import ACTIVE as _EVENTS
+
+_SKIP = [False]  # the next apply is the one `_profiled` is timing
 
 _ndarray = np.ndarray
 _BF16 = dt.bfloat16.np if dt.bfloat16 is not None else None  # numpy's kind for it is "V"
@@ -88,6 +92,11 @@ def _explain(op, args, attrs, err):
 
 def apply(op, *args, **attrs) -> Tensor:
     """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
+    if _EVENTS[0]:  # a profiler listens (runtime/events.py)
+        if _SKIP[0]:
+            _SKIP[0] = False
+        else:
+            return _profiled(op, args, attrs, apply, events.aten_name(op.name))
     if STATE.autocast is not None and op.autocast is not None:  # tracejit.amp
         args = _amp.cast_inputs(op.autocast, args)
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
@@ -124,10 +133,27 @@ def apply(op, *args, **attrs) -> Tensor:
 # Fast paths for the common elementwise cases (same dtypes, no promotion needed).
 # They compute exactly what `apply` computes and fall back to it for anything else.
 
+def _profiled(op, args, attrs, fn, name: str):
+    """`fn(op, *args, **attrs)` timed as one profiler event (its nested ops are events of
+    their own)."""
+    want = events.WANT
+    shapes = [list(a._data.shape) if isinstance(a, Tensor) else [] for a in args] \
+        if want["shapes"] else None
+    mem0 = events._memory() if want["memory"] else None
+    stack = user_frame() if want["stack"] else None
+    start = events.now()
+    _SKIP[0] = True
+    try:
+        return fn(op, *args, **attrs)
+    finally:
+        _SKIP[0] = False
+        events.op_event(name, start, mem0, shapes, stack)
+
+
 def unary(op, x: Tensor) -> Tensor:
     a = x._data
     if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None or \
-            _DEVICES[0]:
+            _DEVICES[0] or _EVENTS[0]:
         return apply(op, x)
     out = op.impl(a)
     if type(out) is not _ndarray:
@@ -143,7 +169,7 @@ _NO_ATTRS: dict = {}
 
 
 def binary(op, x: Tensor, y) -> Tensor:
-    if STATE.capture is not None or _DEVICES[0]:
+    if STATE.capture is not None or _DEVICES[0] or _EVENTS[0]:
         return apply(op, x, y)
     a = x._data
     ty = type(y)
@@ -334,6 +360,13 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     base, through `CopySlices`); the version counter makes stale saved tensors
     raise at backward.
     """
+    if _EVENTS[0]:
+        if _SKIP[0]:
+            _SKIP[0] = False
+        else:
+            return _profiled(op, (target,) + others, attrs,
+                             lambda op, t, *o, **a: apply_inplace(op, t, *o, **a),
+                             events.aten_name(op.name) + "_")
     if STATE.capture is not None:
         return STATE.capture.apply_inplace(op, target, others, attrs)
     args = (target,) + others
