@@ -71,3 +71,29 @@ def test_examples_run_as_scripts(script):
     r = subprocess.run([sys.executable, f"examples/{script}"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_mixed_precision_trains_a_cnn_under_autocast_with_a_grad_scaler():
+    out = load("mixed_precision").main()
+    fp32, amp = out["fp32"], out["amp"]
+    assert amp["last"] < 0.5 * amp["first"] and amp["accuracy"] > 0.8
+    assert abs(amp["accuracy"] - fp32["accuracy"]) < 0.05
+    assert amp["compiles"] == fp32["compiles"] == 1
+    assert amp["scale"] >= 2 ** 14 and fp32["scale"] == 1.0  # disabled scaler: scale 1
+
+
+def test_profile_model_prints_tables_and_writes_a_chrome_trace(tmp_path, capsys,
+                                                                monkeypatch):
+    import json
+
+    monkeypatch.setenv("TRACEJIT_BACKEND", "numba")  # as a user runs it: kernels to show
+    out = load("profile_model").main(str(tmp_path / "trace.json"))
+    text = capsys.readouterr().out
+    assert "aten::matmul" in text and "Self CPU time total" in text
+    assert {"tracejit::call eager", "forward", "backward", "optimizer"} <= out["traced_names"]
+    for kind in ("tracejit::kernel", "tracejit::program"):
+        assert any(n.startswith(kind) for n in out["traced_names"]), kind
+    eager_counts = {e.key: e.count for e in out["eager"].key_averages()}
+    assert eager_counts["aten::linear"] == 9  # 3 layers x 3 recorded steps
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert any(e["name"] == "tracejit::call eager" for e in events)

@@ -419,3 +419,29 @@ def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
         for got, want in zip(t(x, y), f(x, y)):
             assert tuple(got.shape) == tuple(want.shape)
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
+
+
+LOW_PRECISION_PROGRAMS = {
+    "chain": lambda x, y: ((x * y + 1.5).tanh() * 0.25 + x.exp()) * 2,
+    "scalars": lambda x, y: (x + 257) * 0.1 - 1.3 / (y.abs() + 0.5),
+    "activations": lambda x, y: tj.sigmoid(x) * tj.relu(y) + tj.nn.functional.gelu(x),
+    "casts": lambda x, y: (x.float() * 3.3).to(x.dtype) + y.double().to(y.dtype),
+    "compare": lambda x, y: tj.where(x > y, x.rsqrt().abs(), y.sign() * 0.7),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(LOW_PRECISION_PROGRAMS))
+def test_low_precision_kernels_read_and_write_bits_and_match_eager(name, dtype):
+    """float16/bfloat16 regions compile to kernels that compute in float32 and round per
+    op as eager does: bit for bit the same results."""
+    fn = LOW_PRECISION_PROGRAMS[name]
+    d = getattr(tj, dtype)
+    x, y = tj.randn(6, 7).to(d), tj.randn(6, 7).to(d)
+    f = traced(fn, x, y)
+    assert "@numba.njit" in f.code and ("h2f(" in f.code or "bf2f(" in f.code)
+    for shape in ((6, 7), (33, 5)):
+        a, b = tj.randn(*shape).to(d), tj.randn(*shape).to(d)
+        got, want = f(a, b), fn(a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())

@@ -104,8 +104,9 @@ class CudaRegionKernel:
     def __init__(self, region: Graph):
         self.region = region
         self.plan = plan_elementwise(region)
-        if any(a.dtype == "float16" for a in self.plan.inputs + self.plan.outputs):
-            raise Unsupported("float16 kernels are not generated yet")
+        if any(a.dtype in ("float16", "bfloat16")
+               for a in self.plan.inputs + self.plan.outputs):
+            raise Unsupported("float16/bfloat16 kernels are not generated for CUDA yet")
         self.source = render_elementwise(self.plan)
         self.module = load_module(self.source, "cuda")
         self.out_shapes = [_shape_codes(v) for v in region.outputs]

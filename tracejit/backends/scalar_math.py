@@ -234,3 +234,77 @@ FLOAT32_FORMS = {"math.tanh": "tanh_f32", "math.exp": "exp_f32", "math.log": "lo
                  "math.erf": "erf_f32"}
 # ... and in a float64 kernel, as the form that saturates where eager does
 FLOAT64_FORMS = {"math.tanh": "tanh_f64"}
+
+
+# ---- float16 and bfloat16 storage: kernels read and write them as uint16 bits and
+# compute in float32 (each float16/bfloat16 op's result rounded to its type, as eager's
+# numpy computes it: in float32, rounded once per op)
+@intrinsic
+def h2f(typingctx, bits):
+    """float16 bits (uint16) -> float32 (F16C's vcvtph2ps where the CPU has it)."""
+    sig = types.float32(types.uint16)
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return sig, codegen
+
+
+@intrinsic
+def f2h(typingctx, x):
+    """float32 -> float16 bits (uint16), rounded to nearest even."""
+    sig = types.uint16(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return sig, codegen
+
+
+@intrinsic
+def r16(typingctx, x):
+    """x rounded to float16 precision, kept as a float32."""
+    sig = types.float32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), ir.FloatType())
+    return sig, codegen
+
+
+@intrinsic
+def _bits_of(typingctx, x):
+    sig = types.uint32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return sig, codegen
+
+
+@intrinsic
+def _float_of(typingctx, u):
+    sig = types.float32(types.uint32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def bf2f(bits):
+    """bfloat16 bits (uint16) -> float32: the high half of the float32."""
+    return _float_of(np.uint32(bits) << np.uint32(16))
+
+
+@numba.njit(inline="always")
+def f2bf(x):
+    """float32 -> bfloat16 bits (uint16), rounded to nearest even (NaN stays NaN), as
+    ml_dtypes rounds."""
+    u = _bits_of(x)
+    if x != x:
+        return np.uint16((u >> np.uint32(16)) | np.uint32(0x40))
+    u = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+    return np.uint16(u >> np.uint32(16))
+
+
+@numba.njit(inline="always")
+def rb16(x):
+    """x rounded to bfloat16 precision, kept as a float32."""
+    return bf2f(f2bf(x))

@@ -20,13 +20,32 @@ def needs_grad(x) -> bool:
     return getattr(x, "_rg", False)
 
 
+def _rounded_once(fn):
+    """An impl of several numpy steps, on float16/bfloat16 inputs computed in float32 and
+    rounded once, as one op is (PyTorch's opmath; numpy's ufuncs already do so, and so
+    do the generated kernels)."""
+    def impl(x, *rest, **kw):
+        d = getattr(x, "dtype", None)
+        if d is not None and d.itemsize == 2 and d.kind != "i":
+            out = fn(x.astype(np.float32), *[r.astype(np.float32) if getattr(
+                r, "dtype", None) == d else r for r in rest], **kw)
+            return out.astype(d) if out.dtype == np.float32 else out
+        return fn(x, *rest, **kw)
+    impl.__name__ = getattr(fn, "__name__", "impl")
+    return impl
+
+
 def _unary(name, impl, expr, vjp=None, rule=FLOAT, saves=(0,), save_out=False, **kw):
+    if not isinstance(impl, np.ufunc):
+        impl = _rounded_once(impl)
     return register(name, ELEMENTWISE, impl, infer_elementwise(name, rule), vjp,
                     saves=saves if not save_out else (), save_out=save_out, expr=expr,
                     dtype_rule=rule, arity=1, **kw)
 
 
 def _binary(name, impl, expr, vjp=None, rule=PROMOTE, saves=(0, 1), save_out=False, **kw):
+    if not isinstance(impl, np.ufunc):
+        impl = _rounded_once(impl)
     return register(name, ELEMENTWISE, impl, infer_elementwise(name, rule), vjp,
                     saves=saves, save_out=save_out, expr=expr, dtype_rule=rule, arity=2, **kw)
 
