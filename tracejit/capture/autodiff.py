@@ -18,7 +18,7 @@ from ..autograd.node import FREED_MESSAGE, Node
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, symbols_in
-from ..ir.passes import PassManager
+from ..ir.passes import PassManager, Stages
 from ..ir.passes.outputs import copy_aliased_outputs
 from ..ops import OPS
 from ..ops.registry import CREATION, ELEMENTWISE
@@ -70,15 +70,23 @@ class BackwardTrace:
                                   fwd_inputs + grad_inputs + saved, recompute + bwd_nodes,
                                   joint.outputs)
         self.n_outputs = len(out_values)
-        self.fwd_stages = PassManager().run(self.forward_graph)
-        distinct = copy_aliased_outputs(self.fwd_stages[-1][1], self.n_outputs)
-        if distinct is not self.fwd_stages[-1][1]:
-            self.fwd_stages.append(("copy_aliased_outputs", distinct, 0.0))
-        self.stages = PassManager().run(self.recorded)
-        self.graph = self.stages[-1][1]
+        fwd_stages = PassManager().run(self.forward_graph)
+        distinct = copy_aliased_outputs(fwd_stages[-1][1], self.n_outputs)
+        if distinct is not fwd_stages[-1][1]:
+            fwd_stages.append(("copy_aliased_outputs", distinct, 0.0))
+        n_outputs = self.n_outputs
+
+        def copy_outputs(graph):
+            return copy_aliased_outputs(graph, n_outputs)
+
+        copy_outputs.__name__ = "copy_aliased_outputs"
+        self.fwd_stages = Stages(self.forward_graph, fwd_stages, copy_outputs)
+        stages = PassManager().run(self.recorded)
+        self.stages = Stages(self.recorded, stages)
+        self.graph = stages[-1][1]
         self.bindings = rec.bindings
         self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
-        self.fwd_runner = _runner(self.fwd_stages[-1][1], backend, self.fwd_bindings)
+        self.fwd_runner = _runner(fwd_stages[-1][1], backend, self.fwd_bindings)
         self.bwd_runner = _runner(self.graph, backend, self.bindings)
         # the sizes the forward part was specialised to (the joint trace may have decided
         # more about the inputs' sizes than the forward trace did); the inputs' types are
@@ -96,6 +104,7 @@ class BackwardTrace:
         self.guards = EntryGuards(rec, 0, {}, [], grad_mode=False, types_from=n_in,
                                   skip=frozenset(among_inputs) | frozenset(fixed),
                                   layout=False)
+        rec.release()
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""

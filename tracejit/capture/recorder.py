@@ -88,6 +88,18 @@ class Recorder:
         self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
         self.autocast = STATE.autocast       # likewise
 
+    def release(self) -> None:
+        """Drop what only recording needed: the tensors seen and the maps keyed by their
+        ids. The graph's symbolic sizes keep their recorder (decisions after the recording
+        closed are not guards), so a kept trace would otherwise keep every tensor of the
+        call that recorded it, and its autograd graph."""
+        self.closed = True
+        for name in ("values", "keep", "view_chains", "input_values", "arrays",
+                     "saved_counters", "passthrough", "entry_values", "lists", "scope_of"):
+            setattr(self, name, {})
+        self.inputs = []
+        self.scopes = []
+
     # ---- inputs ----------------------------------------------------------------------------
     def add_input(self, t: Tensor, name: str, kind: str, symbolic: bool,
                   like: tuple = ()) -> Value:

@@ -90,17 +90,18 @@ class Trace(CompiledGraph):
     def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
                  n_user_tensors: int, backend: str = "interpret", param_refs=(),
                  out_tensors=()):
-        from ..ir.passes import PassManager
+        from ..ir.passes import PassManager, Stages
         from ..ir.passes.outputs import copy_aliased_outputs
 
-        self.stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
-        distinct = copy_aliased_outputs(self.stages[-1][1])
-        if distinct is not self.stages[-1][1]:
-            self.stages.append(("copy_aliased_outputs", distinct, 0.0))
+        stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
+        distinct = copy_aliased_outputs(stages[-1][1])
+        if distinct is not stages[-1][1]:
+            stages.append(("copy_aliased_outputs", distinct, 0.0))
+        self.stages = Stages(recorder.graph, stages, copy_aliased_outputs)
         self.in_spec = in_spec
         self.param_refs = param_refs  # (store, key) of each parameter input, read per call
         self.recorded = recorder.graph
-        self.graph = self.stages[-1][1]
+        self.graph = stages[-1][1]
         self.guards = guards
         self.bindings = recorder.bindings
         self.shape_guards = list(recorder.shape_guards.values())
@@ -380,6 +381,7 @@ class TracedFunction:
             result = unflatten(out_spec, [rec.passthrough_of(t) for t in out_tensors],
                                hint_of(out_others) if any(has_sym(v) for v in out_others)
                                else out_others, rec.inputs)
+        rec.release()
         return result
 
     # ---- introspection ------------------------------------------------------------------
@@ -455,7 +457,7 @@ class TracedFunction:
         lines = [f"tracejit report for {self.name}: {len(self.traces)} trace(s), "
                  f"stats {self.stats}"]
         for k, tr in enumerate(self.traces, 1):
-            passes = " -> ".join(f"{name} ({len(g.nodes)})" for name, g, _ in tr.stages)
+            passes = " -> ".join(f"{name} ({n})" for name, n, _ in tr.stages.summary)
             lines.append(f"\ntrace {k}: {passes} nodes; guards:")
             for g in tr.guards.guards + tr.value_guards():
                 lines.append(f"  - {g}")
@@ -468,7 +470,7 @@ class TracedFunction:
                 lines.append("  pass decisions:")
                 lines += [f"  - {n}" for n in tr.graph.notes]
             for j, bt in enumerate(tr.backwards, 1):
-                passes = " -> ".join(f"{name} ({len(g.nodes)})" for name, g, _ in bt.stages)
+                passes = " -> ".join(f"{name} ({n})" for name, n, _ in bt.stages.summary)
                 lines.append(f"  compiled backward {j}: {passes} nodes")
                 if bt.fwd_guards is not None:
                     lines.append("    size guards the backward added:")

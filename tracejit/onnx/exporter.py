@@ -172,8 +172,9 @@ def export(model_or_fn, args, path=None, input_names=None, output_names=None,
         traced = model_or_fn if isinstance(model_or_fn, TracedFunction) else trace(
             model_or_fn, args, backend="interpret")
     tr = traced.traces[0]
-    stages = [name for name, _, _ in tr.stages]
-    graph = tr.stages[stages.index("fuse") - 1][1] if "fuse" in stages else tr.graph
+    stages = tr.stages.materialize()  # the graph before fusion: its primitives
+    names = [name for name, _, _ in stages]
+    graph = stages[names.index("fuse") - 1][1] if "fuse" in names else tr.graph
     _refuse_path_specific(tr, graph)
     rename = {}
     n_args = graph.input_kinds.count("arg")

@@ -48,3 +48,31 @@ class PassManager:
 
 __all__ = ["PassManager", "DEFAULT_PIPELINE", "dce", "cse", "fold_constants", "simplify",
            "hoist_invariants", "fuse"]
+
+
+class Stages:
+    """The graphs a pipeline made from `recorded`, as `[(pass, graph, seconds)]` when
+    asked: only the summary is kept (a trace keeps its recorded and final graphs; a full
+    copy of the graph per pass, kept for every trace, is most of a long-running
+    process's objects and slows each of Python's full garbage collections)."""
+
+    def __init__(self, recorded, stages: list, post=None):
+        self.recorded, self.post = recorded, post
+        self.summary = [(name, len(g.nodes), seconds) for name, g, seconds in stages]
+
+    def __iter__(self):
+        return iter(self.materialize())
+
+    def __len__(self) -> int:
+        return len(self.summary)
+
+    def __getitem__(self, k):
+        return self.materialize()[k]
+
+    def materialize(self) -> list:
+        stages = PassManager().run(self.recorded)
+        if self.post is not None:
+            extra = self.post(stages[-1][1])
+            if extra is not stages[-1][1]:
+                stages.append((self.post.__name__, extra, 0.0))
+        return stages
