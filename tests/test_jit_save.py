@@ -127,8 +127,10 @@ def test_what_is_not_saved_yet_is_refused(tmp_path):
     def f(x):
         return x * 2
 
-    with pytest.raises(SaveError, match="scripted"):
+    with pytest.raises(SaveError, match="no trace yet"):
         tj.jit.save(f, tmp_path / "s.npz")
+    with pytest.raises(SaveError, match="traced or scripted"):
+        tj.jit.save(lambda x: x, tmp_path / "l.npz")
     with pytest.raises(SaveError, match="positional tensor arguments"):
         tj.jit.save(tj.trace(lambda x, s: x * s, (tj.ones(2), 2.0)), tmp_path / "p.npz")
 
@@ -146,3 +148,74 @@ def test_a_tampered_size_expression_is_refused_not_evaluated(tmp_path):
     np.savez(bad, **arrays)
     with pytest.raises(SaveError, match="is not a size expression"):
         tj.jit.load(bad)
+
+
+@tj.script
+def _steps(x, n: int):
+    h = x
+    for i in range(n):
+        if h.sum() > 0:
+            h = h * 0.5 - 1
+        else:
+            h = h + i
+    return h.tanh()
+
+
+def test_a_scripted_function_keeps_its_loop_and_branches(tmp_path):
+    """A scripted program's control flow is saved: the loaded one takes every trip count
+    and both branches, and the path it is given, without its source."""
+    _steps(tj.randn(3, 4), 3)
+    path = tmp_path / "steps.tjp"  # the path as given: no .npz added
+    tj.jit.save(_steps, path)
+    assert path.exists()
+    loaded = tj.jit.load(path)
+    for shape, n in (((3, 4), 3), ((5, 2), 0), ((2, 7), 6), ((1, 1), 1)):
+        x = tj.randn(*shape)
+        for sign in (1, -1):  # both branches taken first
+            xi = (x.abs() * sign).requires_grad_()
+            xj = (x.abs() * sign).requires_grad_()
+            got, want = loaded(xi, n), _steps(xj, n)
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(),
+                                       rtol=1e-6, atol=1e-7)
+            got.sum().backward()
+            want.sum().backward()
+            np.testing.assert_allclose(xi.grad.numpy(), xj.grad.numpy(), rtol=1e-5,
+                                       atol=1e-7)
+
+
+def test_a_scripted_module_runs_in_a_new_process_without_its_class(tmp_path):
+    tj.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(3, 5)
+            self.head = nn.Linear(5, 1)
+
+        def forward(self, x):
+            out, h = self.rnn(x)
+            if out.mean() > 0:
+                y = self.head(h[0])
+            else:
+                y = -self.head(h[0])
+            return y
+
+    net = Net()
+    scripted = tj.script(net)
+    x = np.random.default_rng(1).standard_normal((7, 2, 3)).astype(np.float32)
+    want = scripted(tj.from_numpy(x)).detach().numpy()
+    path = tmp_path / "net.tjp"
+    tj.jit.save(scripted, path)
+    np.save(tmp_path / "x.npy", x)
+    script = ("import numpy as np, tracejit as tj\n"
+              f"f = tj.jit.load({str(path)!r})\n"
+              f"x = tj.from_numpy(np.load({str(tmp_path / 'x.npy')!r}))\n"
+              "print(' '.join(repr(float(v)) for v in f(x).detach().numpy().ravel()))\n"
+              "print(len(f(x[:3]).shape))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.split("\n")
+    got = np.array([float(v) for v in lines[0].split()], np.float32).reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert lines[1] == "2"  # another sequence length, the same program

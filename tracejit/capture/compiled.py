@@ -44,11 +44,11 @@ class CompiledGraph:
         self.bindings = bindings
         self.shape_guards = list(shape_guards)
         self.control_flow = graph.is_script()
+        if not hasattr(self, "stats"):  # (before the runner: its segments read the owner's)
+            self.stats: dict = {"backward_kernels": 0, "backward_replays": 0}
         self.runner = Interpreter(graph, backend, owner=self)
         self._program = CompiledGraph.UNSET  # the host program for calls without gradients
         self.backwards: list = []  # BackwardTraces, built by calls recording gradients
-        if not hasattr(self, "stats"):
-            self.stats: dict = {"backward_kernels": 0, "backward_replays": 0}
         self._backward_failed = False
         self._lock = threading.Lock()
 

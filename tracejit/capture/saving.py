@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import zipfile
 
 import numpy as np
 
 from .. import dtypes as dt
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, ListType, Node, Value
 from ..ir.symbolic import SymInt
 
 FORMAT = "tracejit.program"
@@ -106,8 +107,13 @@ class _Writer:
                         "be saved")
 
     def value_type(self, v: Value) -> dict:
-        return {"dtype": v.dtype.name, "shape": [self.literal(d) for d in v.shape],
-                "name": v.name}
+        out = {"dtype": v.dtype.name, "shape": [self.literal(d) for d in v.shape],
+               "name": v.name}
+        if isinstance(v.dtype, ListType):  # script mode: a list of tensors of one type
+            elem = v.dtype.elem
+            out["elem"] = None if elem is None else {
+                "dtype": elem[0].name, "shape": [self.literal(d) for d in elem[1]]}
+        return out
 
     def graph(self, g: Graph) -> dict:
         ids: dict = {}
@@ -124,9 +130,9 @@ class _Writer:
             for v in n.outputs:
                 ids[v] = len(ids)
             nodes.append(enc)
-        if g.mutations or g.size_outputs or g.is_script():
-            raise SaveError("tj.jit.save: graphs that update their inputs in place or carry "
-                            "control flow are not saved yet")
+        if g.mutations or g.size_outputs:
+            raise SaveError("tj.jit.save: graphs that update their inputs in place or return "
+                            "sizes are not saved yet")
         return {"name": g.name, "made_by": g.made_by, "symbols": g.symbols,
                 "input_kinds": g.input_kinds, "inputs": [self.value_type(v) for v in g.inputs],
                 "nodes": nodes, "outputs": [ids[v] for v in g.outputs]}
@@ -184,8 +190,14 @@ class _Reader:
         raise SaveError(f"tj.jit.load: unknown literal {kind!r}")
 
     def value(self, t: dict, producer=None) -> Value:
-        return Value(dt.as_dtype(t["dtype"]), tuple(self.literal(d) for d in t["shape"]),
-                     producer, t.get("name", ""))
+        if t["dtype"] == "list":
+            elem = t.get("elem")
+            dtype = ListType(None if elem is None else (
+                dt.as_dtype(elem["dtype"]), tuple(self.literal(d) for d in elem["shape"])))
+        else:
+            dtype = dt.as_dtype(t["dtype"])
+        return Value(dtype, tuple(self.literal(d) for d in t["shape"]), producer,
+                     t.get("name", ""))
 
     def graph(self, enc: dict) -> Graph:
         g = Graph(enc["name"], made_by=enc.get("made_by", "load"),
@@ -211,15 +223,15 @@ class _Reader:
 
 # ---- save ----------------------------------------------------------------------------
 def save(obj, f) -> None:
-    """Write a traced function or module (`tj.trace(...)`) to `f`."""
-    from ..scripting import ScriptFunction, ScriptModule
+    """Write a traced or scripted function or module (`tj.trace`, `tj.script`) to `f`:
+    every trace of it, with its control flow."""
     from .trace import TracedFunction
 
-    if isinstance(obj, (ScriptFunction, ScriptModule)) or not isinstance(obj, TracedFunction):
-        raise SaveError(f"tj.jit.save: expected a traced function or module (tj.trace), got "
-                        f"{type(obj).__name__}; scripted programs are not saved yet")
+    if not isinstance(obj, TracedFunction):
+        raise SaveError(f"tj.jit.save: expected a traced or scripted function or module "
+                        f"(tj.trace, tj.script), got {type(obj).__name__}")
     if not obj.traces:
-        raise SaveError("tj.jit.save: the function has no trace yet")
+        raise SaveError("tj.jit.save: the program has no trace yet: call it once first")
     w = _Writer()
     traces, params, param_index = [], [], {}
     names = {(id(store), key): name for (store, key), name in obj._param_refs()}
@@ -248,8 +260,15 @@ def save(obj, f) -> None:
             "outputs": "tensor" if single else "tuple",
         })
     meta = {"format": FORMAT, "version": VERSION, "name": getattr(obj, "__name__", "program"),
-            "params": params, "traces": traces}
-    np.savez(f, **{_KEY: np.asarray(json.dumps(meta))}, **w.arrays)
+            "params": params, "traces": traces,
+            # script mode: `n: int` arguments travel as 0-d int64 tensors (data, not guards)
+            "int_params": sorted(getattr(obj, "_int_params", ()))}
+    record = {_KEY: np.asarray(json.dumps(meta)), **w.arrays}
+    if isinstance(f, (str, os.PathLike)):  # the path as given (np.savez would add .npz)
+        with open(f, "wb") as out:
+            np.savez(out, **record)
+    else:
+        np.savez(f, **record)
 
 
 def _positional_tensors(spec) -> int:
@@ -312,7 +331,10 @@ def load(f) -> "LoadedFunction":
     except (KeyError, TypeError, ValueError, IndexError, VerificationError) as err:
         raise SaveError(f"tj.jit.load: the program record is malformed "
                         f"({type(err).__name__}: {err})") from None
-    return LoadedFunction(meta.get("name", "program"), traces)
+    ints = meta.get("int_params", [])
+    if not isinstance(ints, list) or not all(isinstance(k, int) for k in ints):
+        raise SaveError("tj.jit.load: the program record is malformed (int_params)")
+    return LoadedFunction(meta.get("name", "program"), traces, frozenset(ints))
 
 
 class LoadedTrace:
@@ -394,11 +416,17 @@ def _relations(guards: list):
 class LoadedFunction:
     """A loaded program: call it like the traced function it was saved from."""
 
-    def __init__(self, name: str, traces: list):
+    def __init__(self, name: str, traces: list, int_params=frozenset()):
         self.__name__ = name
         self.traces = traces
+        self._int_params = int_params
 
     def __call__(self, *args):
+        if self._int_params:  # as the scripted program took them: a Python int as data
+            from ..tensor.creation import tensor
+
+            args = tuple(tensor(a) if k in self._int_params and type(a) is int else a
+                         for k, a in enumerate(args))
         reasons = []
         for tr in self.traces:
             why = tr.accepts(args)

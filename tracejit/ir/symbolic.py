@@ -200,6 +200,8 @@ class SymInt:
         hint = fn(self.hint, other.hint if isinstance(other, SymInt) else other)
         if not isinstance(self - other, SymInt):  # the difference is a known constant
             return hint
+        if self.recorder is None:  # no recording (a loaded or rebuilt graph): no guards
+            return hint
         if is_dynamic(self) or is_dynamic(other):  # decided when the program runs
             return self.recorder.size_decision(self, op, other, hint)
         if decide(self, op, other, {}, _is_input_size) is not None:
@@ -229,6 +231,8 @@ class SymInt:
         return hash(self.hint)
 
     def specialize(self, why: str = "int") -> int:
+        if self.recorder is None:
+            return self.hint
         if is_dynamic(self):  # a size from data: checked where it is used, at run time
             self.recorder.size_check(self)
             return self.hint
