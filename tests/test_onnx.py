@@ -189,15 +189,36 @@ def test_a_scripted_loop_exports_as_onnx_loop_with_its_index_and_count():
         np.testing.assert_allclose(got, f(x, n).numpy(), rtol=1e-6, atol=1e-6)
 
 
-def test_a_scripted_while_loop_is_refused_with_its_line():
+def test_a_scripted_while_loop_exports_with_its_condition():
     @tj.script
     def f(x):
         while x.norm() > 1:
             x = x * 0.5
         return x
 
-    with pytest.raises(ExportError, match=r"while loop at .*test_onnx.py:\d+"):
-        tj.onnx.export(f, (tj.randn(4) * 10,))
+    model = tj.onnx.export(f, (tj.randn(4) * 10,), input_names=["x"])
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    assert loop.input[0] == ""  # no trip count: the condition ends it
+    session = _session(model)
+    for x in (tj.randn(4) * 10, tj.randn(7) * 100, tj.randn(3) * 0.01, tj.zeros(2)):
+        np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], f(x).numpy(),
+                                   rtol=1e-6)
+
+
+def test_a_range_loop_with_break_exports_and_stops_where_eager_does():
+    @tj.script
+    def f(x, n: int):
+        for i in range(n):
+            if x.sum() > 10.0:
+                break
+            x = x * 1.5 + i
+        return x
+
+    model = tj.onnx.export(f, (tj.ones(3), 6), input_names=["x", "n"])
+    session = _session(model)
+    for x, n in ((tj.ones(3), 6), (tj.ones(5) * 3, 4), (-tj.ones(2), 8), (tj.ones(4), 0)):
+        got = session.run(None, {"x": x.numpy(), "n": np.asarray(n, np.int64)})[0]
+        np.testing.assert_allclose(got, f(x, n).numpy(), rtol=1e-6)
 
 
 def test_the_export_command_names_dynamic_sizes(tmp_path):
@@ -232,3 +253,23 @@ def test_floor_division_and_remainder_keep_pytorchs_signs(dtype):
     a = tj.tensor([-7, -6, -1, 0, 1, 6, 7, 5], dtype=dtype)
     b = tj.tensor([2, -4, 3, -3, -2, 4, -5, 5], dtype=dtype)
     _check(lambda x, y: (x // y, x % y), (a, b), [(a, b), (a[:5], b[:5])])
+
+
+def test_a_scripted_list_of_tensors_exports_as_an_onnx_sequence():
+    @tj.script
+    def f(x, n: int):
+        outs = []
+        h = x
+        for _i in range(n):
+            h = h.tanh() + 1
+            outs.append(h * 2)
+        y = tj.stack(outs)
+        return y.sum(0) + outs[0] * len(outs) + tj.cat(outs).mean()
+
+    model = tj.onnx.export(f, (tj.randn(3), 4), input_names=["x", "n"])
+    kinds = {n.op_type for n in model.graph.node}
+    assert {"SequenceEmpty", "ConcatFromSequence", "SequenceAt", "Loop"} <= kinds
+    session = _session(model)
+    for x, n in ((tj.randn(3), 4), (tj.randn(6), 1), (tj.randn(2), 7)):
+        got = session.run(None, {"x": x.numpy(), "n": np.asarray(n, np.int64)})[0]
+        np.testing.assert_allclose(got, f(x, n).numpy(), rtol=1e-5, atol=1e-6)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import GUARD, Value
+from ..ir.graph import GUARD, ListType, Value
 from ..ir.symbolic import SymInt
 from ..ops import OPS
 from .lowering import LOWERINGS, ONNX_TYPES, REFUSED, ExportError
@@ -278,10 +278,22 @@ def _subgraph(ctx, region, values: dict, name: str, inputs: list = ()):
         for v in region.outputs:
             out = ctx.fresh(f"{name}_out")
             ctx.nodes.append(helper.make_node("Identity", [values[v]], [out]))
-            outputs.append(helper.make_tensor_value_info(out, ONNX_TYPES[v.dtype.name], None))
+            outputs.append(_value_info(out, v))
         return helper.make_graph(ctx.nodes, ctx.fresh(name), list(inputs), outputs)
     finally:
         ctx.nodes, ctx._sizes = outer_nodes, outer_sizes
+
+
+def _value_info(name: str, v):
+    """An ONNX value info for a value: a tensor, or (script mode's lists) a sequence."""
+    from onnx import helper
+
+    if isinstance(v.dtype, ListType):
+        if v.dtype.elem is None:
+            raise ExportError("a list that never holds a tensor is not exported")
+        return helper.make_tensor_sequence_value_info(name, ONNX_TYPES[v.dtype.elem[0].name],
+                                                      None)
+    return helper.make_tensor_value_info(name, ONNX_TYPES[v.dtype.name], None)
 
 
 def _no_sizes(node) -> None:
@@ -315,24 +327,52 @@ def _lower_if(ctx, node, values: dict) -> None:
         ctx.known[name] = v.dtype.name
 
 
+def _lower_cond(ctx, cond, names: list, index, index_name, values: dict) -> str:
+    """The nodes of a loop's condition region on `names` (carried values, then the
+    invariants), with the loop index at `index_name`: the name of its bool."""
+    inner = dict(values)
+    for arg, name in zip(cond.inputs, names):
+        inner[arg] = name
+    saved = dict(ctx._sizes)
+    if index:
+        ctx._sizes[index] = index_name
+    try:
+        _lower_nodes(ctx, cond.nodes, inner)
+    finally:
+        ctx._sizes = saved
+    out = inner[cond.outputs[0]]
+    return out if cond.outputs[0].dtype.name == "bool" else ctx.cast(out, "bool")
+
+
 def _lower_loop(ctx, node, values: dict) -> None:
-    """A range loop: ONNX Loop with the trip count from its bounds; the index symbol is
-    start + iteration * step inside the body."""
+    """A loop: ONNX Loop, the trip count from a range's bounds, the index symbol
+    start + iteration * step inside the body; a loop with a condition (`while`, `break`)
+    checks it before the first iteration and at the end of each, for the next."""
     from onnx import TensorProto, helper
 
     _no_sizes(node)
     a = node.attrs
-    if a.get("has_cond") or a.get("stop") is None:
-        raise ExportError(f"cannot export the while loop at {node.source or 'an unknown line'}:"
-                          " only loops over a range are exported yet")
-    start, stop, step = (ctx.size(x) for x in (a["start"], a["stop"], a["step"]))
-    span = ctx.op("Sub", [ctx.op("Add", [stop, step]), ctx.op("Add", [start, ctx.const(
-        np.asarray([1], np.int64))])])
-    trips = ctx.op("Max", [ctx.op("Div", [span, step]), ctx.const(np.asarray([0], np.int64))])
-    trips = ctx.op("Reshape", [trips, ctx.const(np.asarray([], np.int64))])
+    has_cond = bool(a.get("has_cond"))
+    if a.get("stop") is None and not has_cond:
+        raise ExportError(f"cannot export the loop at {node.source or 'an unknown line'}: "
+                          "it has neither a range nor a condition")
+    one = ctx.const(np.asarray([1], np.int64))
+    if a.get("stop") is not None:
+        start, stop, step = (ctx.size(x) for x in (a["start"], a["stop"], a["step"]))
+        span = ctx.op("Sub", [ctx.op("Add", [stop, step]), ctx.op("Add", [start, one])])
+        trips = ctx.op("Max", [ctx.op("Div", [span, step]),
+                               ctx.const(np.asarray([0], np.int64))])
+        trips = ctx.op("Reshape", [trips, ctx.const(np.asarray([], np.int64))])
+    else:  # a while loop: the condition alone ends it
+        start, step = ctx.const(np.asarray([0], np.int64)), one
+        trips = ""
     n = a["n_carried"]
     body = node.regions[-1]
     carried, invariants = node.inputs[:n], node.inputs[n:]
+    cond0 = ""
+    if has_cond:  # whether the first iteration runs
+        cond0 = _lower_cond(ctx, node.regions[0], [values[x] for x in node.inputs],
+                            a.get("index"), start, values)
     inner = dict(values)
     iteration, cond_in = ctx.fresh("iteration"), ctx.fresh("cond")
     body_inputs = [helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
@@ -341,8 +381,7 @@ def _lower_loop(ctx, node, values: dict) -> None:
         name = ctx.fresh("carried")
         inner[arg] = name
         ctx.known[name] = arg.dtype.name
-        body_inputs.append(helper.make_tensor_value_info(name, ONNX_TYPES[arg.dtype.name],
-                                                         None))
+        body_inputs.append(_value_info(name, arg))
     for arg, outer in zip(body.inputs[n:], invariants):
         inner[arg] = values[outer]
     outer_sizes = dict(ctx._sizes)
@@ -356,13 +395,27 @@ def _lower_loop(ctx, node, values: dict) -> None:
     finally:
         ctx._sizes = outer_sizes
     cond_out = ctx.fresh("cond_out")
-    first = index_nodes + [helper.make_node("Identity", [cond_in], [cond_out])]
     rest = list(graph.node)
+    if has_cond:  # the next iteration's condition, on this iteration's results
+        outer_nodes, ctx.nodes = ctx.nodes, []
+        outer_sizes = dict(ctx._sizes)
+        try:
+            following = ctx.op("Add", [start, ctx.op("Mul", [ctx.op("Add", [ctx.op(
+                "Reshape", [iteration, one]), one]), step])]) if a.get("index") else ""
+            new = [inner[v] for v in body.outputs] + [values[x] for x in invariants]
+            go = _lower_cond(ctx, node.regions[0], new, a.get("index"), following, inner)
+            tail = ctx.nodes + [helper.make_node("Identity", [go], [cond_out])]
+        finally:
+            ctx.nodes, ctx._sizes = outer_nodes, outer_sizes
+        first = index_nodes
+    else:
+        first = index_nodes + [helper.make_node("Identity", [cond_in], [cond_out])]
+        tail = []
     del graph.node[:]
-    graph.node.extend(first + rest)
+    graph.node.extend(first + rest + tail)
     graph.output.insert(0, helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []))
     outs = [ctx.fresh("loop") for _ in node.outputs]
-    ctx.nodes.append(helper.make_node("Loop", [trips, ""] + [values[x] for x in carried],
+    ctx.nodes.append(helper.make_node("Loop", [trips, cond0] + [values[x] for x in carried],
                                       outs, body=graph))
     for v, name in zip(node.outputs, outs):
         values[v] = name
@@ -377,7 +430,102 @@ def _lower_bind(ctx, node, values: dict) -> None:
         np.asarray([1], np.int64))])
 
 
-_CONTROL = {"if": _lower_if, "loop": _lower_loop, "bind_size": _lower_bind}
+_COMPARE = {"==": "Equal", "<": "Less", "<=": "LessOrEqual", ">": "Greater",
+            ">=": "GreaterOrEqual"}
+
+
+def _lower_size(ctx, node, values: dict) -> None:
+    """A size as a 0-d tensor (a loop's index used as a number), or a comparison of sizes
+    (a loop's `i < n` in a condition)."""
+    a = node.attrs
+    lhs = ctx.size(a["lhs"])
+    if a["op"] is None:
+        out = lhs
+    elif a["op"] == "!=":
+        out = ctx.op("Not", [ctx.op("Equal", [lhs, ctx.size(a["rhs"])])])
+    elif a["op"] in _COMPARE:
+        out = ctx.op(_COMPARE[a["op"]], [lhs, ctx.size(a["rhs"])])
+    else:
+        raise ExportError(f"cannot export the size comparison {a['op']!r} at "
+                          f"{node.source or 'an unknown line'}")
+    out = ctx.op("Reshape", [out, ctx.const(np.asarray([], np.int64))])
+    dtype = node.outputs[0].dtype.name
+    want = "bool" if a["op"] is not None else "int64"
+    if dtype != want:
+        out = ctx.cast(out, dtype)
+    values[node.outputs[0]] = out
+    ctx.known[out] = dtype
+
+
+def _out(ctx, node, values: dict, name: str) -> None:
+    values[node.outputs[0]] = name
+    ctx.known[name] = node.outputs[0].dtype.name
+
+
+def _scalar_index(ctx, size) -> str:
+    return ctx.op("Reshape", [ctx.size(size), ctx.const(np.asarray([], np.int64))])
+
+
+def _no_element_sizes(node) -> None:
+    if node.attrs.get("binds"):
+        raise ExportError(f"cannot export the {node.op} at {node.source or 'an unknown line'}:"
+                          " list elements whose sizes differ are not exported yet")
+
+
+def _lower_list(ctx, node, values: dict) -> None:
+    """A list of tensors (script mode) is an ONNX sequence."""
+    from onnx import helper
+
+    if node.inputs:
+        _out(ctx, node, values, ctx.op("SequenceConstruct", [values[x] for x in node.inputs]))
+        return
+    elem = node.outputs[0].dtype.elem
+    if elem is None:
+        raise ExportError(f"cannot export the list at {node.source or 'an unknown line'}: "
+                          "it never holds a tensor")
+    out = ctx.fresh("list")
+    ctx.nodes.append(helper.make_node("SequenceEmpty", [], [out],
+                                      dtype=ONNX_TYPES[elem[0].name]))
+    _out(ctx, node, values, out)
+
+
+def _lower_list_append(ctx, node, values: dict) -> None:
+    _out(ctx, node, values, ctx.op("SequenceInsert", [values[node.inputs[0]],
+                                                      values[node.inputs[1]]]))
+
+
+def _lower_list_get(ctx, node, values: dict) -> None:
+    _no_element_sizes(node)
+    _out(ctx, node, values, ctx.op("SequenceAt", [values[node.inputs[0]], _scalar_index(
+        ctx, node.attrs["index"])]))
+
+
+def _lower_list_len(ctx, node, values: dict) -> None:
+    length = ctx.op("SequenceLength", [values[node.inputs[0]]])
+    ctx._sizes[node.attrs["symbol"]] = ctx.op("Reshape", [length, ctx.const(
+        np.asarray([1], np.int64))])
+
+
+def _lower_list_stack(ctx, node, values: dict) -> None:
+    from onnx import helper
+
+    _no_element_sizes(node)
+    seq = values[node.inputs[0]]
+    if node.attrs.get("symbol"):
+        length = ctx.op("SequenceLength", [seq])
+        ctx._sizes[node.attrs["symbol"]] = ctx.op("Reshape", [length, ctx.const(
+            np.asarray([1], np.int64))])
+    out = ctx.fresh("stack")
+    ctx.nodes.append(helper.make_node("ConcatFromSequence", [seq], [out],
+                                      axis=int(node.attrs["dim"]),
+                                      new_axis=int(node.attrs["how"] == "stack")))
+    _out(ctx, node, values, out)
+
+
+_CONTROL = {"if": _lower_if, "loop": _lower_loop, "bind_size": _lower_bind,
+            "size": _lower_size, "list": _lower_list, "list_append": _lower_list_append,
+            "list_get": _lower_list_get, "list_len": _lower_list_len,
+            "list_stack": _lower_list_stack}
 
 
 def _axes(dynamic_axes, name: str, index: int) -> list:
