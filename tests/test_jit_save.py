@@ -131,8 +131,25 @@ def test_what_is_not_saved_yet_is_refused(tmp_path):
         tj.jit.save(f, tmp_path / "s.npz")
     with pytest.raises(SaveError, match="traced or scripted"):
         tj.jit.save(lambda x: x, tmp_path / "l.npz")
-    with pytest.raises(SaveError, match="positional tensor arguments"):
-        tj.jit.save(tj.trace(lambda x, s: x * s, (tj.ones(2), 2.0)), tmp_path / "p.npz")
+    keyword = tj.trace(lambda x, s=None: x * 2 if s is None else x * s, (tj.ones(2),))
+    keyword(tj.ones(2), s=tj.ones(2))  # a trace of a call with a keyword argument
+    with pytest.raises(SaveError, match="positional arguments"):
+        tj.jit.save(keyword, tmp_path / "k.npz")
+
+
+def test_python_arguments_are_saved_with_the_value_each_trace_holds_for(tmp_path):
+    traced = tj.trace(lambda x, s, on: x * s + (1 if on else -1), (tj.ones(2), 2.0, True))
+    traced(tj.ones(3), 0.5, False)  # a second trace, for other values
+    assert len(traced.traces) == 2
+    tj.jit.save(traced, tmp_path / "p.npz")
+    loaded = tj.jit.load(tmp_path / "p.npz")
+    x = tj.randn(4)
+    for s, on in ((2.0, True), (0.5, False)):
+        np.testing.assert_allclose(loaded(x, s, on).numpy(), traced(x, s, on).numpy())
+    with pytest.raises(RuntimeError, match="argument 1: the trace holds for 2.0, got 3.0"):
+        loaded(x, 3.0, True)
+    with pytest.raises(RuntimeError, match="got 1"):  # an int is not the float 2.0's trace
+        loaded(x, 2, True)
 
 
 def test_a_tampered_size_expression_is_refused_not_evaluated(tmp_path):

@@ -48,6 +48,7 @@ class EntryGuards:
         known to hold already; `layout`: check requires_grad and contiguity (a compiled
         backward reads neither of its output gradients)."""
         self.guards: list[Guard] = []
+        self.arg_consts = dict(arg_consts)  # the non-tensor arguments' values, checked
         self.n_relations = 0                         # size checks (static sizes, relations)
         ns = {"Tensor": Tensor, "MISSING": MISSING, "NDARRAY": np.ndarray}
         graph = recorder.graph

@@ -236,7 +236,8 @@ def save(obj, f) -> None:
     traces, params, param_index = [], [], {}
     names = {(id(store), key): name for (store, key), name in obj._param_refs()}
     for tr in obj.traces:
-        n_args = _positional_tensors(tr.in_spec)
+        layout = _positional_layout(tr.in_spec, getattr(tr.guards, "arg_consts", {}))
+        n_args = sum(1 for entry in layout if entry[0] == "t")
         single = _tensor_outputs(tr.out_spec, len(tr.graph.outputs))
         refs = []
         for store, key in tr.param_refs:
@@ -256,6 +257,8 @@ def save(obj, f) -> None:
                       "fixed": [d if isinstance(d, int) else None for d in v.shape]}
                      for v in tr.graph.inputs[:n_args]],
             "params": refs,
+            # per positional argument: a tensor, or a Python value the trace holds for
+            "layout": [["t"] if e[0] == "t" else ["p", w.literal(e[1])] for e in layout],
             "captured": [w.array(t._data) for t in tr.captured],
             "outputs": "tensor" if single else "tuple",
         })
@@ -271,17 +274,29 @@ def save(obj, f) -> None:
         np.savez(f, **record)
 
 
-def _positional_tensors(spec) -> int:
-    """The number of arguments of a trace called with positional tensors only."""
+def _positional_layout(spec, consts: dict) -> list:
+    """Per positional argument of a trace: ("t",) for a tensor, ("p", value) for a
+    Python number, string, bool or None the trace was made with (it is guarded equal)."""
     try:
         (_, args), (_, kwargs) = spec[1]
         leaves, ok = args, not kwargs
     except (TypeError, ValueError, IndexError):
         ok, leaves = False, ()
-    if not ok or any(leaf != ("t", k) for k, leaf in enumerate(leaves)):
-        raise SaveError("tj.jit.save: only traces called with positional tensor arguments are "
-                        "saved yet")
-    return len(leaves)
+    layout, tensors = [], 0
+    for leaf in leaves if ok else ():
+        if leaf == ("t", tensors):
+            layout.append(("t",))
+            tensors += 1
+        elif isinstance(leaf, tuple) and len(leaf) == 2 and leaf[0] == "p" and \
+                leaf[1] in consts and type(consts[leaf[1]]) in (bool, int, float, str,
+                                                                  type(None)):
+            layout.append(("p", consts[leaf[1]]))
+        else:
+            ok = False
+    if not ok:
+        raise SaveError("tj.jit.save: only traces called with positional arguments (tensors, "
+                        "and numbers, strings, bools or None) are saved yet")
+    return layout
 
 
 def _tensor_outputs(spec, n: int) -> bool:
@@ -351,18 +366,37 @@ class LoadedTrace:
                               str(where)) for lhs, op, rhs, expected, where in
                              enc["shape_guards"]]
         self.args = enc["args"]
+        self.layout = enc.get("layout") or [["t"]] * len(self.args)
+        if sum(1 for e in self.layout if e[0] == "t") != len(self.args) or any(
+                e[0] not in ("t", "p") for e in self.layout):
+            raise SaveError("tj.jit.load: the program record is malformed (layout)")
         self.params = [(name, params[name]) for name in enc["params"]]
         self.captured = [_make(reader.array(k)) for k in enc["captured"]]
         self.single = enc["outputs"] == "tensor"
         self.compiled = CompiledGraph(graph, "numba", self.bindings)
         self.check = _relations(self.shape_guards)
 
+    def _tensors(self, args: tuple):
+        """The tensor arguments, or why the call does not fit this trace's arguments."""
+        if len(args) != len(self.layout):
+            return None, f"{len(self.layout)} arguments, got {len(args)}"
+        tensors = []
+        for k, (a, entry) in enumerate(zip(args, self.layout)):
+            if entry[0] == "t":
+                tensors.append(a)
+                continue
+            want = entry[1]
+            if type(a) is not type(want) or a != want:
+                return None, f"argument {k}: the trace holds for {want!r}, got {a!r}"
+        return tensors, None
+
     def accepts(self, args: tuple) -> str | None:
         """None when these inputs pass the saved trace's entry checks, else why not."""
         from ..tensor.tensor import Tensor
 
-        if len(args) != len(self.args):
-            return f"{len(self.args)} tensor arguments, got {len(args)}"
+        args, why = self._tensors(args)
+        if why is not None:
+            return why
         for k, (a, want) in enumerate(zip(args, self.args)):
             if not isinstance(a, Tensor):
                 return f"argument {k}: a tensor, got {type(a).__name__}"
@@ -378,7 +412,7 @@ class LoadedTrace:
     def run(self, args: tuple):
         from ..backends.interpret import GuardMiss
 
-        inputs = list(args) + [t for _, t in self.params] + self.captured
+        inputs = self._tensors(args)[0] + [t for _, t in self.params] + self.captured
         try:
             outs = self.compiled.call(inputs)
         except GuardMiss as miss:
