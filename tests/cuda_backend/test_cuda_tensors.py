@@ -56,10 +56,21 @@ def test_other_ops_copy_through_the_host_and_are_counted():
     gx = x.cuda()
     before = dict(tj.cuda.stats()["host_round_trips"])
     np.testing.assert_allclose(gx.sum(-1).cpu().numpy(), x.sum(-1).numpy(), rtol=1e-6)
-    np.testing.assert_allclose(gx.reshape(2, 6).cpu().numpy(), x.reshape(2, 6).numpy())
+    np.testing.assert_allclose(gx.expand(2, 3, 4).cpu().numpy(), x.expand(2, 3, 4).numpy())
     after = tj.cuda.stats()["host_round_trips"]
     assert after["sum"] == before.get("sum", 0) + 1
-    assert after["reshape"] == before.get("reshape", 0) + 1
+    assert after["expand"] == before.get("expand", 0) + 1
+
+
+def test_reshapes_and_2d_transposes_stay_on_the_device():
+    x = tj.randn(3, 4)
+    gx = x.cuda()
+    trips = dict(tj.cuda.stats()["host_round_trips"])
+    np.testing.assert_allclose(gx.reshape(2, 6).cpu().numpy(), x.reshape(2, 6).numpy())
+    np.testing.assert_allclose(gx.t().cpu().numpy(), x.t().numpy())
+    np.testing.assert_allclose(gx.unsqueeze(0).squeeze(0).cpu().numpy(), x.numpy())
+    np.testing.assert_allclose((gx.t() * 2).cpu().numpy(), (x.t() * 2).numpy())
+    assert tj.cuda.stats()["host_round_trips"] == trips
 
 
 def test_matmul_runs_the_tiled_kernel():
@@ -149,18 +160,15 @@ def test_memory_allocated_counts_live_device_tensors():
     tj.cuda.synchronize()
 
 
-def test_compiling_with_cuda_tensors_is_refused_clearly_until_it_is_supported():
+def test_a_cpu_trace_called_with_cuda_tensors_traces_again_on_the_device():
     f = tj.trace(lambda x: (x * 2).tanh(), (tj.randn(3),))
-    with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
-        f(tj.randn(3).cuda())   # a CPU trace's guards refuse a device array
-    with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
-        tj.trace(lambda x: x + 1, (tj.randn(3).cuda(),))
-
-    @tj.script
-    def g(x):
-        return x * 2
-    with pytest.raises(NotImplementedError, match="CUDA tensors is not supported yet"):
-        g(tj.randn(3).cuda())
+    x = tj.randn(3)
+    out = f(x.cuda())  # the CPU trace's guards refuse a device array: a new trace
+    assert out.device.type == "cuda" and len(f.traces) == 2
+    assert f.traces[1].backend == "cuda"
+    np.testing.assert_allclose(out.cpu().numpy(), (x * 2).tanh().numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="all be on one device"):
+        tj.trace(lambda a, b: a + b, (tj.randn(3).cuda(), tj.randn(3)))
 
 
 def test_moves_reuse_one_autograd_function():

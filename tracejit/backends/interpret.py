@@ -66,13 +66,16 @@ class _Region:
         self.node = node
         self.interpreter = Interpreter(node.regions[0])
         self.backend = backend
-        self.kernel = self._UNSET if backend == "numba" else None
+        self.kernel = self._UNSET if backend in ("numba", "cuda") else None
 
     def run(self, inputs: list, env: dict, record: bool = True) -> list:
         if self.kernel is not None and not (record and STATE.grad_enabled and any(
                 getattr(t, "_rg", False) for t in inputs)):
             if self.kernel is self._UNSET:
-                from .numba_cpu import compile_region
+                if self.backend == "cuda":
+                    from .numba_cuda import compile_region
+                else:
+                    from .numba_cpu import compile_region
 
                 self.kernel = compile_region(self.node.regions[0], self.node.source,
                                              self.node.attrs["kind"])
@@ -80,6 +83,10 @@ class _Region:
                 from ..tensor.tensor import Tensor
 
                 arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
+                if self.backend == "cuda":
+                    from ..cuda.eager import STATS
+
+                    STATS["kernels"][f"fused[{self.node.attrs['kind']}]"] += 1
                 return [Tensor._make(a) for a in self.kernel(arrays, env)]
         return self.interpreter.run(inputs, env, record)
 
@@ -244,9 +251,18 @@ def _control(node, backend: str, owner=None, carriers: frozenset = frozenset()):
     return None, {k: _precompile(v) for k, v in node.attrs.items()}
 
 
+def _scalar(a):
+    """The value of a 0-d array; a device array's is copied to the host (only it)."""
+    if type(a) is not np.ndarray:
+        a = a.copy_to_host()
+    if a.size != 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return a.reshape(()).item()
+
+
 def _run_if(node, prepared, args, env, record):
     (then, orelse), _ = prepared
-    region = then if bool(args[0]._data) else orelse
+    region = then if _scalar(args[0]._data) else orelse
     outs, sizes = region.run_region(args[1:], env, record)
     env.update(zip(node.attrs.get("sizes", ()), sizes))
     for k, d, sym in node.attrs.get("binds", ()):  # sizes that differ between the paths
@@ -275,7 +291,7 @@ def _run_loop(node, prepared, args, env, record):
             env[index] = i
         if cond is not None:
             (go,), _ = cond.run_region(carried + invariant, env, record)
-            if not bool(go._data):
+            if not _scalar(go._data):
                 break
         carried, sizes = body.run_region(carried + invariant, env, record)
         env.update(zip(names, sizes))
@@ -283,7 +299,7 @@ def _run_loop(node, prepared, args, env, record):
 
 
 def _run_bind(node, prepared, args, env, record):
-    env[node.attrs["symbol"]] = int(args[0]._data)
+    env[node.attrs["symbol"]] = int(_scalar(args[0]._data))
     return ()
 
 

@@ -240,6 +240,20 @@ class CudaRowKernel:
                             is_column_value(v) else "element" for v in region.inputs]
         self.outputs = [(v.dtype.np, "summed" if v in summed else "row" if is_row_value(
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
+        if any(v.dtype.name in ("float16", "bfloat16") for v in region.inputs +
+               region.outputs):
+            raise Unsupported("float16/bfloat16 kernels are not generated for CUDA yet")
+        from .numba_cpu import row_frame
+
+        self.sizes = _size_codes(region)
+        self.frame = [_shape_codes(v) for v in row_frame(region)]
+
+    def __call__(self, arrays: list, env: dict | None = None) -> list:
+        env = env or {}
+        zs = [eval(code, {}, env) for code in self.sizes]  # noqa: S307 — ours
+        full = np.broadcast_shapes(*[tuple(a.shape) for a in arrays],
+                                   *[_concrete(codes, env) for codes in self.frame])
+        return self.run(arrays, zs, full)
 
     def run(self, arrays: list, zs, full: tuple) -> list:
         lead, n = tuple(full[:-1]), full[-1]
@@ -266,6 +280,15 @@ class CudaRowKernel:
                 results.append(o.reshape(lead + ((n,) if kind == "element" else (1,)
                                                  if rank == len(full) else ())))
         return results
+
+
+def compile_region(region: Graph, label: str, kind: str = "elementwise"):
+    """The CUDA kernel of a fused region (a compiled graph on the device), or None when
+    this renderer does not cover it: the region's ops then run one by one on the device."""
+    try:
+        return CudaRowKernel(region) if kind == "row" else CudaRegionKernel(region)
+    except Unsupported:
+        return None
 
 
 # ---- matmul --------------------------------------------------------------------------

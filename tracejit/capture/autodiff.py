@@ -156,7 +156,9 @@ def _trace_joint(forward: Graph, inputs: list):
             # history (a detached output or an integer one has none)
             float_outs = [k for k, o in enumerate(outs) if o.requires_grad]
             STATE.capture = None
-            gs = [ones(*outs[k]._data.shape, dtype=outs[k].dtype) for k in float_outs]
+            # the output gradients where the outputs are (a CUDA trace's on the device)
+            gs = [ones(*outs[k]._data.shape, dtype=outs[k].dtype, device=outs[k].device)
+                  for k in float_outs]
             for k, g in zip(float_outs, gs):
                 rec.add_input(g, f"grad_out{k}", "arg", symbolic=True,
                               like=rec.value_of(outs[k]).shape)

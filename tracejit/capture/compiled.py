@@ -57,7 +57,8 @@ class CompiledGraph:
         backward is compiled."""
         from .autodiff import traced_call
 
-        if self.backend == "numba" and STATE.grad_enabled and not self.graph.mutations and \
+        if self.backend in ("numba", "cuda") and STATE.grad_enabled and \
+                not self.graph.mutations and \
                 not self.control_flow and any(t._rg for t in tensors):
             bt = self.backward_trace(tensors)
             if bt is not None:

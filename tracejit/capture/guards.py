@@ -51,6 +51,7 @@ class EntryGuards:
         self.arg_consts = dict(arg_consts)  # the non-tensor arguments' values, checked
         self.n_relations = 0                         # size checks (static sizes, relations)
         ns = {"Tensor": Tensor, "MISSING": MISSING, "NDARRAY": np.ndarray}
+        from ..cuda.memory import device_array_type
         graph = recorder.graph
         names = recorder.letters
         n_inputs = len(graph.inputs) if n_inputs is None else n_inputs
@@ -63,15 +64,24 @@ class EntryGuards:
             label = v.name
             # the layout too: eager code decides on it (`view` of a transposed tensor
             # raises, `reshape` copies instead of aliasing)
-            contiguous = bool(t._data.flags.c_contiguous)
-            # `type(d) is NDARRAY`: a trace's inputs are on the CPU (a CUDA tensor's storage
-            # is a device array)
-            cond = (f"isinstance({a}, Tensor) and type({d}) is NDARRAY and {d}.dtype is DT{i} "
-                    f"and {d}.ndim == {t.ndim}")
+            on_host = type(t._data) is np.ndarray
+            contiguous = bool(t._data.flags.c_contiguous) if on_host else \
+                bool(t._data.is_c_contiguous())
+            # `type(d) is NDARRAY`: the input is on the CPU as when recorded (a CUDA
+            # tensor's storage is a device array: a trace made on CUDA checks that type)
+            kind = type(t._data)
+            if kind is np.ndarray:
+                array_type = "NDARRAY"
+            else:
+                ns[f"AT{i}"] = device_array_type(t._data)
+                array_type = f"AT{i}"
+            cond = (f"isinstance({a}, Tensor) and type({d}) is {array_type} and "
+                    f"{d}.dtype is DT{i} and {d}.ndim == {t.ndim}")
             what = f"{label}: {t.dtype.name} on {t.device}, rank {t.ndim}"
             if layout:
-                cond += (f" and {a}._rg is {t.requires_grad} and "
-                         f"{d}.flags.c_contiguous is {contiguous}")
+                cond += (f" and {a}._rg is {t.requires_grad} and " + (
+                    f"{d}.flags.c_contiguous is {contiguous}" if on_host else
+                    f"{d}.is_c_contiguous() is {contiguous}"))
                 what += (f", requires_grad={t.requires_grad}, "
                          f"{'contiguous' if contiguous else 'not contiguous'}")
             lines.append((f"{d} = {a}._data if isinstance({a}, Tensor) else None", None))

@@ -172,10 +172,7 @@ class TracedFunction:
 
     def __init__(self, fn, example_inputs, *, backend: str = "auto",
                  budget: int = DEFAULT_BUDGET, name: str | None = None):
-        if backend == "cuda":
-            raise RuntimeError("backend='cuda' needs the numba_cuda backend, which this build "
-                               "does not have yet; use 'auto', 'numba' or 'interpret'")
-        if backend not in ("auto", "interpret", "numba"):
+        if backend not in ("auto", "interpret", "numba", "cuda"):
             raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'numba', 'cuda' "
                              "or 'interpret'")
         self.fn = fn
@@ -323,11 +320,13 @@ class TracedFunction:
         """Run the call eagerly while recording it; keep the new trace."""
         tensors, others = [], []
         spec = flatten((args, kwargs), tensors, others)
-        if any(not isinstance(t._data, np.ndarray) for t in tensors) or any(
-                not isinstance(p._data, np.ndarray) for _, p in self._param_inputs()):
-            raise NotImplementedError(
-                f"{self.name}: tracing or scripting with CUDA tensors is not supported yet; "
-                "run it eagerly on CUDA (every op runs there), or compile it on the CPU")
+        # (a 0-d CPU tensor may join CUDA ones, as in PyTorch: a scripted `n: int` is one)
+        on_device = [not isinstance(t._data, np.ndarray) for t in tensors if t._data.ndim or
+                     not isinstance(t._data, np.ndarray)] + [
+            not isinstance(p._data, np.ndarray) for _, p in self._param_inputs()]
+        if any(on_device) and not all(on_device):
+            raise RuntimeError(f"{self.name}: the inputs and parameters of a traced call must "
+                               "all be on one device (CUDA or the CPU): move them with .to()")
         rec = Recorder(self.name)
         rec.graph.made_by = self._made_by
         for k, t in enumerate(tensors):
@@ -365,9 +364,9 @@ class TracedFunction:
         # keep what binds them
         rec.graph.size_outputs = [s for v in out_others for s in _sizes_in(v)]
         guards = EntryGuards(rec, len(others), dict(enumerate(others)), pyreads)
+        backend = "cuda" if on_device and all(on_device) else self._backend_name()
         trace = Trace(rec, guards, spec, out_spec, out_others, len(tensors) + len(params),
-                      self._backend_name(), [ref for ref, _ in self._param_refs()],
-                      out_tensors)
+                      backend, [ref for ref, _ in self._param_refs()], out_tensors)
         trace.stats = self.stats
         self.traces.append(trace)
         self._last = trace
@@ -404,6 +403,15 @@ class TracedFunction:
             if seg._program is not None:
                 parts.append(f"# host program of segment {seg.graph.name}\n"
                              f"{seg._program.source}")
+        if tr.backend == "cuda":  # the kernels' CUDA source
+            from ..backends import numba_cuda
+            from ..codegen.plan import plan_elementwise, plan_row
+
+            def generate(region):
+                return numba_cuda.render_elementwise(plan_elementwise(region))
+
+            def generate_row(region):
+                return numba_cuda.render_row(plan_row(region), numba_cuda.THREADS_PER_ROW)
         for node in self.graph.walk():
             if node.op == "fused":
                 gen = generate_row if node.attrs["kind"] == "row" else generate

@@ -135,6 +135,10 @@ def compute(op, args, attrs):
                 return kernel.run(arrays, [], [out_shape], shape)[0]
         except Unsupported:
             pass
+    if op.name in _DEVICE_VIEWS and isinstance(args[0], Tensor):
+        out = _device_view(op, args, attrs)
+        if out is not None:
+            return out
     if op.name == "matmul":
         a, b = args
         if a._data.ndim == 2 and b._data.ndim == 2 and a.dtype is b.dtype and \
@@ -142,6 +146,28 @@ def compute(op, args, attrs):
             STATS["kernels"]["matmul"] += 1
             return numba_cuda.matmul(a._data, b._data)
     return _round_trip(op, args, attrs)
+
+
+# shape ops a device array does itself: reshapes of contiguous arrays, 2-D transposes
+_DEVICE_VIEWS = frozenset({"reshape", "squeeze", "unsqueeze", "detach", "transpose",
+                           "permute"})
+
+
+def _device_view(op, args, attrs):
+    """The op on the device array itself (no copy through the host), or None."""
+    from ..ops.rules import aval_of
+
+    a = args[0]._data
+    shape = tuple(op.infer(*[aval_of(x) for x in args], **attrs).shape)
+    if op.name in ("transpose", "permute"):
+        if a.ndim != 2 or shape != tuple(a.shape)[::-1]:
+            return None  # Numba's device arrays transpose two dimensions only
+        STATS["kernels"][op.name] += 1
+        return a.T if shape != tuple(a.shape) else a
+    if not a.is_c_contiguous():
+        return None
+    STATS["kernels"][op.name] += 1
+    return a if shape == tuple(a.shape) else a.reshape(shape)
 
 
 def _kernel(region):

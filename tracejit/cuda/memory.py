@@ -34,6 +34,11 @@ def _release(n: int) -> None:
         _bytes["allocated"] -= n
 
 
+def device_array_type(a) -> type:
+    """The class of a device array (what a trace recorded on CUDA checks its inputs are)."""
+    return type(a)
+
+
 def is_device_array(a) -> bool:
     return not isinstance(a, np.ndarray) and hasattr(a, "copy_to_host")
 
@@ -43,7 +48,10 @@ def empty(shape, dtype):
 
 
 def to_device(a: np.ndarray):
-    return _track(_cuda().to_device(np.ascontiguousarray(a)))
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+        a = a.copy(order="C")
+    return _track(_cuda().to_device(a))
 
 
 def to_host(a) -> np.ndarray:
