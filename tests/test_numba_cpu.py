@@ -445,3 +445,30 @@ def test_low_precision_kernels_read_and_write_bits_and_match_eager(name, dtype):
         got, want = f(a, b), fn(a, b)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+LOW_PRECISION_ROWS = {
+    "softmax": lambda x: tj.softmax(x, -1),
+    "log_softmax": lambda x: tj.nn.functional.log_softmax(x * 2, -1),
+    "layer_norm": lambda x: tj.nn.functional.layer_norm(x, (x.shape[-1],)),
+    "sum": lambda x: (x.exp() * 0.5).sum(-1),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(LOW_PRECISION_ROWS))
+def test_low_precision_row_kernels_match_eager(name, dtype):
+    """Row kernels read and write float16/bfloat16 bits and accumulate in float32 or
+    wider, rounding each value once, as eager does (within one unit in the last place:
+    a reciprocal times is not a division)."""
+    fn = LOW_PRECISION_ROWS[name]
+    d = getattr(tj, dtype)
+    f = traced(fn, tj.randn(4, 9).to(d))
+    assert "def row(" in f.code and ("h2f(" in f.code or "bf2f(" in f.code)
+    ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
+    for shape in ((4, 9), (17, 40)):
+        x = tj.randn(*shape).to(d)
+        got, want = f(x), fn(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=ulp,
+                                   atol=ulp)

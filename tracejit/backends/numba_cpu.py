@@ -112,15 +112,20 @@ def generate_row(region: Graph) -> str:
     return render_row(plan_row(region))
 
 
-def _row_item(item, statement=None) -> str:
+def _row_item(item, statement=None, dtypes=None) -> str:
     """One item of a row pass (inside the loop over columns j) in Numba's Python, which
     the CPU and CUDA renderers share; `statement` spells a Statement (the CPU's by
-    default)."""
+    default); `dtypes` (param -> dtype, the CPU's) reads and writes float16/bfloat16
+    arrays as their bits."""
     if isinstance(item, Load):
         index = {"element": "r, j", "column": "j", "row": "r, 0", "spilled": "r, j"}
-        return f"{item.local} = {item.param}[{index[item.kind]}]"
+        text = f"{item.param}[{index[item.kind]}]"
+        f = _READ.get((dtypes or {}).get(item.param))
+        return f"{item.local} = {f}({text})" if f else f"{item.local} = {text}"
     if isinstance(item, Store):
-        return f"{item.param}[r, j] = {item.local}"
+        f = _WRITE.get((dtypes or {}).get(item.param))
+        return f"{item.param}[r, j] = {f}({item.local})" if f else \
+            f"{item.param}[r, j] = {item.local}"
     if isinstance(item, Reciprocal):
         return f"{item.target} = {_NP_TYPES[item.dtype]}(1) / {item.of}"
     return (statement or render_statement)(item)
@@ -133,15 +138,23 @@ def render_row(plan: RowPlan) -> str:
     # around an expression, so a value recomputed in another pass could differ in its last
     # bit: a kernel that compares such values (amax's mask `x == max`) goes without it.
     flags = "{'reassoc'}" if plan.exact else "{'reassoc', 'contract'}"
+    dtypes = dict(plan.dtypes)
+
+    def item(x) -> str:
+        return _row_item(x, None, dtypes)
+
+    def written(param: str, local: str) -> str:
+        f = _WRITE.get(dtypes.get(param))
+        return f"{f}({local})" if f else local
     lines = [f"@numba.njit(parallel=True, cache=CACHE, fastmath={flags})",
              f"def row(rows, n, {', '.join(plan.outputs + plan.inputs + plan.sizes)}):",
              "    for r in numba.prange(rows):"]
-    lines += ["        " + _row_item(load) for load in plan.row_loads]
+    lines += ["        " + item(load) for load in plan.row_loads]
     for p in plan.reductions:
-        lines += ["        " + _row_item(item) for item in p.prelude]
-        body = [_row_item(item) for item in p.body]
+        lines += ["        " + item(x) for x in p.prelude]
+        body = [item(x) for x in p.body]
         init, combine, finish = _COMBINE[p.kind]
-        float_result = p.dtype.startswith("float")
+        float_result = p.dtype.startswith("float") or p.dtype == "bfloat16"
         # sums accumulate in float64 (float32 for short float32 rows, below); max/min are
         # exact in the value's own type
         acc_type = "np.float64" if float_result and p.kind in ("+", "+/n", "*") else \
@@ -178,16 +191,20 @@ def render_row(plan: RowPlan) -> str:
             lines.append("        for j in range(n):")
             lines += ["            " + ln for ln in body]
             lines.append("            " + combine.format(x=p.operand))
-        lines.append(f"        {p.target} = {_NP_TYPES[p.dtype]}({finish})")
-    lines += ["        " + _row_item(item) for item in plan.prelude]
+        rounding = _ROUND.get(p.dtype)  # float16/bfloat16: accumulated wider, rounded once
+        lines.append(f"        {p.target} = {rounding}(np.float32({finish}))" if rounding else
+                     f"        {p.target} = {_NP_TYPES[p.dtype]}({finish})")
+    lines += ["        " + item(x) for x in plan.prelude]
     partial = [param for param, _, f32 in plan.column_sums if f32]
     if plan.output_pass:
         lines.append("        for j in range(n):")
-        lines += ["            " + _row_item(item) for item in plan.output_body]
-        lines += [f"            {param}[r, j] = {local}" for param, local in plan.element_stores]
+        lines += ["            " + item(x) for x in plan.output_body]
+        lines += [f"            {param}[r, j] = {written(param, local)}"
+                  for param, local in plan.element_stores]
         lines += [f"            {'p' + param[1:] + '[j]' if f32 else param + '[c, j]'} += "
                   f"{local}" for param, local, f32 in plan.column_sums]
-    lines += [f"        {param}[r, 0] = {local}" for param, local in plan.row_stores]
+    lines += [f"        {param}[r, 0] = {written(param, local)}"
+              for param, local in plan.row_stores]
 
     def flush(indent: str) -> list:
         return [f"{indent}for j in range(n):"] + [
@@ -505,10 +522,15 @@ class RowKernel:
         outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "summed" else
                 np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
         kernel = self.module.row_serial if serial else self.module.row
+        # float16/bfloat16 arrays pass as their bits (sums over rows accumulate in float64)
+        args_in = [a.view(np.uint16) if a.dtype.itemsize == 2 and a.dtype.kind in "fV" else a
+                   for a in ins]
+        args_out = [o.view(np.uint16) if o.dtype.itemsize == 2 and o.dtype.kind in "fV" else o
+                    for o in outs]
         if self.columns:
-            launch(self.module, kernel, rows, n, chunks, *outs, *ins, *zs)
+            launch(self.module, kernel, rows, n, chunks, *args_out, *args_in, *zs)
         else:
-            launch(self.module, kernel, rows, n, *outs, *ins, *zs)
+            launch(self.module, kernel, rows, n, *args_out, *args_in, *zs)
         results = [o.sum(0).astype(d) if kind == "summed" else
                    o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
                                      else ()))
@@ -529,16 +551,9 @@ class RowKernel:
 _failed: set = set()
 
 
-def _check_dtypes(region: Graph, kind: str) -> None:
-    values = list(region.inputs) + [v for n in region.nodes for v in n.outputs]
-    if kind == "row" and any(v.dtype.name in ("float16", "bfloat16") for v in values):
-        raise Unsupported("row kernels are not generated for float16/bfloat16 yet")
-
-
 def compile_region(region: Graph, label: str, kind: str = "elementwise"):
     """The kernel of a region, or None (with one warning) when it cannot be compiled."""
     try:
-        _check_dtypes(region, kind)
         return RowKernel(region) if kind == "row" else RegionKernel(region)
     except Unsupported:
         return None

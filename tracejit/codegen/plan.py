@@ -242,6 +242,7 @@ class RowPlan:
     row_stores: tuple       # (param, local) stored per row
     exact: bool             # a value is compared with a recomputed one (amax's mask):
                             # no contraction of multiply-adds, which could change a bit
+    dtypes: tuple = ()      # (param, dtype name) of every input and output
 
     @property
     def output_pass(self) -> bool:
@@ -402,4 +403,6 @@ def plan_row(region: Graph) -> RowPlan:
                           for j, v in enumerate(region.outputs) if v in summed),
         row_stores=tuple((f"o{j}", names[v]) for j, v in enumerate(region.outputs)
                          if is_row_value(v, reduced) and v not in summed),
-        exact=any(n.op in OPS and OPS[n.op].jumps for n in region.nodes))
+        exact=any(n.op in OPS and OPS[n.op].jumps for n in region.nodes),
+        dtypes=tuple((f"i{j}", v.dtype.name) for j, v in enumerate(region.inputs)) + tuple(
+            (f"o{j}", v.dtype.name) for j, v in enumerate(region.outputs)))
