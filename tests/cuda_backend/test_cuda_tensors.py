@@ -55,7 +55,7 @@ def test_other_ops_copy_through_the_host_and_are_counted():
     x = tj.randn(3, 4)
     gx = x.cuda()
     before = dict(tj.cuda.stats()["host_round_trips"])
-    np.testing.assert_allclose(gx.sum(-1).cpu().numpy(), x.sum(-1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gx.sum(0).cpu().numpy(), x.sum(0).numpy(), rtol=1e-6)
     np.testing.assert_allclose(gx.expand(2, 3, 4).cpu().numpy(), x.expand(2, 3, 4).numpy())
     after = tj.cuda.stats()["host_round_trips"]
     assert after["sum"] == before.get("sum", 0) + 1
@@ -180,3 +180,21 @@ def test_moves_reuse_one_autograd_function():
         x = tj.randn(2, requires_grad=True)
         assert x.cuda().cpu().grad_fn.name() == "ToCopyBackward"
     assert len(function._node_classes) == before
+
+
+def test_reductions_over_the_last_dim_or_everything_run_as_row_kernels():
+    x = tj.randn(5, 9)
+    g = x.cuda()
+    before = dict(tj.cuda.stats()["kernels"])
+    trips = dict(tj.cuda.stats()["host_round_trips"])
+    cases = [lambda t: t.sum(), lambda t: t.sum(-1), lambda t: t.mean(-1, keepdim=True),
+             lambda t: t.amax(-1), lambda t: t.amin(), lambda t: t.mean()]
+    for f in cases:
+        got, want = f(g), f(x)
+        assert got.device.type == "cuda" and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    after = tj.cuda.stats()["kernels"]
+    assert sum(after.values()) - sum(before.values()) == len(cases)
+    assert tj.cuda.stats()["host_round_trips"] == trips
+    nan = tj.tensor([[1.0, float("nan"), 3.0]]).cuda()
+    assert np.isnan(nan.amax(-1).cpu().numpy()).all()  # NaN propagates, as on the CPU

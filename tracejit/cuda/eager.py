@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..ops.registry import ELEMENTWISE
+from ..ops.registry import ELEMENTWISE, REDUCE
 from . import memory
 
 STATS = {"kernels": Counter(), "host": Counter()}
@@ -135,6 +135,11 @@ def compute(op, args, attrs):
                 return kernel.run(arrays, [], [out_shape], shape)[0]
         except Unsupported:
             pass
+    if op.kind is REDUCE and op.expr in ("+", "+/n", "max", "min") and "dim" in attrs and \
+            isinstance(args[0], Tensor) and args[0].dtype.name in ("float32", "float64"):
+        out = _device_reduce(op, args[0], attrs)
+        if out is not None:
+            return out
     if op.name in _DEVICE_VIEWS and isinstance(args[0], Tensor):
         out = _device_view(op, args, attrs)
         if out is not None:
@@ -168,6 +173,38 @@ def _device_view(op, args, attrs):
         return None
     STATS["kernels"][op.name] += 1
     return a if shape == tuple(a.shape) else a.reshape(shape)
+
+
+def _device_reduce(op, x, attrs):
+    """A sum, mean, max or min over the last dimension or over everything as a one-op
+    row kernel (one block per row, a tree reduction), or None (other dims: the host)."""
+    from ..backends import numba_cuda
+    from ..codegen.plan import Unsupported, one_op_region
+    from ..ops.rules import aval_of
+
+    a = x._data
+    dims = attrs.get("dim")  # (keepdim only changes the shape, from the shape rule)
+    if a.ndim == 0 or a.size == 0 or not a.is_c_contiguous():
+        return None
+    if dims is None or tuple(sorted(dims)) == tuple(range(a.ndim)):
+        rows = a.reshape(1, a.size)
+    elif tuple(dims) == (a.ndim - 1,):
+        n = tuple(a.shape)[-1]
+        rows = a.reshape(a.size // n, n)
+    else:
+        return None
+    shape = tuple(op.infer(aval_of(x), **attrs).shape)
+    region = one_op_region(op, [rows], {"dim": (1,), "keepdim": True})
+    try:
+        kernel = numba_cuda.CudaRowKernel(region)  # (its module is cached by source)
+        out = kernel.run([rows], [], tuple(rows.shape))[0]
+    except Unsupported:
+        return None
+    STATS["kernels"][op.name] += 1
+    try:
+        return out.reshape(shape)
+    except Exception:  # noqa: BLE001 — a device array that cannot be 0-d: one scalar copy
+        return memory.to_device(out.copy_to_host().reshape(shape))
 
 
 def _kernel(region):
