@@ -433,6 +433,10 @@ def launch(module, kernel, *args) -> None:
     EOFError, ...) and would fail every later process too: remove them and compile again."""
     if _EVENTS[0] and not kernel.signatures:  # its first call: Numba compiles or loads it
         return _first_launch(module, kernel, args)
+    _call(module, kernel, args)
+
+
+def _call(module, kernel, args) -> None:
     try:
         kernel(*args)
     except Exception:
@@ -442,14 +446,10 @@ def launch(module, kernel, *args) -> None:
 
 
 def _first_launch(module, kernel, args) -> None:
+    """The first call, reported to a profiler as a compile or a load from the cache."""
     hits = sum(kernel.stats.cache_hits.values())
     start = events.now()
-    try:
-        kernel(*args)
-    except Exception:
-        if not purge_compiled(module):
-            raise
-        kernel(*args)
+    _call(module, kernel, args)
     loaded = sum(kernel.stats.cache_hits.values()) > hits
     events.emit(events.Event(f"tracejit::{'cache_load' if loaded else 'compile'} "
                              f"{kernel.__name__} {module.__name__}", "compile", start,
