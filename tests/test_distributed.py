@@ -34,11 +34,12 @@ def test_collectives_on_two_ranks_equal_numpy():
     assert "rank 0 ok" in r.stdout and "rank 1 ok" in r.stdout  # (lines may interleave)
 
 
-@pytest.mark.parametrize("case", ["ddp", "ddp_traced", "ddp_scripted", "ddp_bucket_view",
-                                  "ddp_no_sync", "ddp_errors"])
+@pytest.mark.parametrize("case", ["ddp", "ddp_traced", "ddp_scripted", "ddp_wraps_traced",
+                                  "ddp_bucket_view", "ddp_no_sync", "ddp_errors"])
 def test_data_parallel_training_on_two_ranks(case):
     # ddp*: 10 SGD steps on two ranks with half the batch each equal one process with the
-    # whole batch (1e-6), eager, traced and scripted; the gradients as views of the
+    # whole batch (1e-6), eager, traced and scripted, and a traced model wrapped by DDP;
+    # the gradients as views of the
     # buckets; no_sync accumulation; the error cases
     r = _run(case, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
