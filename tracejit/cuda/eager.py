@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..ops.registry import ELEMENTWISE, REDUCE
+from ..ops.registry import COMPARE, ELEMENTWISE, REDUCE
 from . import memory
 
 STATS = {"kernels": Counter(), "host": Counter()}
@@ -92,14 +92,21 @@ def _kernel_operands(op, args, out_dtype):
     to a tensor of another dtype than the result's."""
     from ..tensor.tensor import Tensor
 
-    dtypes = {a.dtype for a in args if isinstance(a, Tensor)}
+    values = args[1:] if op.dtype_rule == "where" else args  # where's condition: bool
+    if op.dtype_rule == "where" and not (isinstance(args[0], Tensor) and
+                                         args[0].dtype.name == "bool"):
+        return None
+    dtypes = {a.dtype for a in values if isinstance(a, Tensor)}
     if len(dtypes) != 1:
         return None
     dtype = dtypes.pop()
-    scalars = [a for a in args if not isinstance(a, Tensor)]
-    if scalars and (dtype is not out_dtype or dtype.category != 2 or
-                    not all(isinstance(s, (int, float)) and not isinstance(s, bool)
-                            for s in scalars)):
+    scalars = [a for a in values if not isinstance(a, Tensor)]
+    numbers = all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scalars)
+    if op.dtype_rule == COMPARE:  # a comparison: a number of the tensor's kind is exact
+        fits = numbers and (dtype.category == 2 or all(type(s) is int for s in scalars))
+    else:
+        fits = numbers and dtype is out_dtype and dtype.category == 2
+    if scalars and not fits:
         return None
     operands = []
     for a in args:
@@ -138,6 +145,10 @@ def compute(op, args, attrs):
     if op.kind is REDUCE and op.expr in ("+", "+/n", "max", "min") and "dim" in attrs and \
             isinstance(args[0], Tensor) and args[0].dtype.name in ("float32", "float64"):
         out = _device_reduce(op, args[0], attrs)
+        if out is not None:
+            return out
+    if op.name == "sum_to" and isinstance(args[0], Tensor):
+        out = _device_column_sum(op, args[0], attrs)
         if out is not None:
             return out
     if op.name in _DEVICE_VIEWS and isinstance(args[0], Tensor):
@@ -205,6 +216,29 @@ def _device_reduce(op, x, attrs):
         return out.reshape(shape)
     except Exception:  # noqa: BLE001 — a device array that cannot be 0-d: one scalar copy
         return memory.to_device(out.copy_to_host().reshape(shape))
+
+
+def _device_column_sum(op, x, attrs):
+    """`sum_to` [..., N] -> [N] (a bias's gradient) as a row kernel's sum over rows, or
+    None (other targets: the host)."""
+    from ..backends import numba_cuda
+    from ..codegen.plan import Unsupported, one_op_region
+
+    a = x._data
+    shape = tuple(a.shape)
+    target = tuple(attrs["shape"])
+    if a.ndim < 2 or len(target) != 1 or target[0] != shape[-1] or shape[-1] == 1 or \
+            a.size == 0 or not a.is_c_contiguous() or x.dtype.name not in ("float32",
+                                                                            "float64"):
+        return None
+    rows = a.reshape(a.size // shape[-1], shape[-1])
+    try:
+        kernel = numba_cuda.CudaRowKernel(one_op_region(op, [rows], {"shape": target}))
+        out = kernel.run([rows], [], tuple(rows.shape))[0]
+    except Unsupported:
+        return None
+    STATS["kernels"][op.name] += 1
+    return out
 
 
 def _kernel(region):
