@@ -200,7 +200,7 @@ def test_reductions_over_the_last_dim_or_everything_run_as_row_kernels():
     assert np.isnan(nan.amax(-1).cpu().numpy()).all()  # NaN propagates, as on the CPU
 
 
-def test_comparisons_where_and_column_sums_stay_on_the_device():
+def test_comparisons_where_any_all_and_column_sums_stay_on_the_device():
     from tracejit.tensor import functional as F
 
     t, x = tj.tensor([0, 1, 2, -100]), tj.randn(4)
@@ -208,7 +208,8 @@ def test_comparisons_where_and_column_sums_stay_on_the_device():
     cases = [(lambda a, b, c: a != -100), (lambda a, b, c: a < 2), (lambda a, b, c: b >= 0.5),
              (lambda a, b, c: tj.where(b > 0, b, b * 2)),
              (lambda a, b, c: tj.where(b > 0, b, 0.0)),
-             (lambda a, b, c: F.sum_to(c, (7,)))]
+             (lambda a, b, c: F.sum_to(c, (7,))), (lambda a, b, c: (a == 1).any()),
+             (lambda a, b, c: (c > -5).all()), (lambda a, b, c: tj.any(c > 1, -1))]
     trips = dict(tj.cuda.stats()["host_round_trips"])
     for f in cases:
         got, want = f(t.cuda(), x.cuda(), big.cuda()), f(t, x, big)

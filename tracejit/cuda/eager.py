@@ -147,6 +147,10 @@ def compute(op, args, attrs):
         out = _device_reduce(op, args[0], attrs)
         if out is not None:
             return out
+    if op.name in ("any", "all") and isinstance(args[0], Tensor):
+        out = _device_any_all(op, args[0], attrs)
+        if out is not None:
+            return out
     if op.name == "sum_to" and isinstance(args[0], Tensor):
         out = _device_column_sum(op, args[0], attrs)
         if out is not None:
@@ -216,6 +220,21 @@ def _device_reduce(op, x, attrs):
         return out.reshape(shape)
     except Exception:  # noqa: BLE001 — a device array that cannot be 0-d: one scalar copy
         return memory.to_device(out.copy_to_host().reshape(shape))
+
+
+def _device_any_all(op, x, attrs):
+    """any/all as kernels: x != 0 as float32, its max (any) or min (all), > 0.5."""
+    from .. import dtypes
+    from ..ops import OPS
+    from ..tensor.tensor import _make
+
+    nonzero = compute(OPS.ne, (x, 0), {})
+    as_float = compute(OPS.cast, (_make(nonzero),), {"dtype": dtypes.float32})
+    extreme = _device_reduce(OPS.amax if op.name == "any" else OPS.amin, _make(as_float),
+                             attrs)
+    if extreme is None:
+        return None
+    return compute(OPS.gt, (_make(extreme), 0.5), {})
 
 
 def _device_column_sum(op, x, attrs):
