@@ -439,7 +439,7 @@ def test_low_precision_kernels_read_and_write_bits_and_match_eager(name, dtype):
     d = getattr(tj, dtype)
     x, y = tj.randn(6, 7).to(d), tj.randn(6, 7).to(d)
     f = traced(fn, x, y)
-    assert "@numba.njit" in f.code and ("h2f(" in f.code or "bf2f(" in f.code)
+    assert "@numba.njit" in f.code and ("f16_to_f32(" in f.code or "bf16_to_f32(" in f.code)
     for shape in ((6, 7), (33, 5)):
         a, b = tj.randn(*shape).to(d), tj.randn(*shape).to(d)
         got, want = f(a, b), fn(a, b)
@@ -464,11 +464,35 @@ def test_low_precision_row_kernels_match_eager(name, dtype):
     fn = LOW_PRECISION_ROWS[name]
     d = getattr(tj, dtype)
     f = traced(fn, tj.randn(4, 9).to(d))
-    assert "def row(" in f.code and ("h2f(" in f.code or "bf2f(" in f.code)
+    assert "def row(" in f.code and ("f16_to_f32(" in f.code or "bf16_to_f32(" in f.code)
     ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
     for shape in ((4, 9), (17, 40)):
         x = tj.randn(*shape).to(d)
         got, want = f(x), fn(x)
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=ulp,
+                                   atol=ulp)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_kernels_with_many_statements(dtype):
+    """A kernel's values are named r0, r1, ...: helper functions must not share a name
+    with one of them (a region of 40 statements, and a row region of more than 16)."""
+    def chain(x):
+        for _ in range(20):
+            x = x * 1.01 + 0.1
+        return x
+
+    def rows(x):
+        h = tj.nn.functional.layer_norm(x, (x.shape[-1],)) * 2 + 1
+        for _ in range(9):
+            h = h * 0.5 + 0.25
+        return tj.softmax(h, -1)
+
+    d = getattr(tj, dtype)
+    for fn in (chain, rows):
+        x = tj.randn(5, 6).to(d)
+        f = traced(fn, x)
+        ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
+        np.testing.assert_allclose(f(x).float().numpy(), fn(x).float().numpy(), rtol=ulp,
                                    atol=ulp)

@@ -240,7 +240,7 @@ FLOAT64_FORMS = {"math.tanh": "tanh_f64"}
 # compute in float32 (each float16/bfloat16 op's result rounded to its type, as eager's
 # numpy computes it: in float32, rounded once per op)
 @intrinsic
-def h2f(typingctx, bits):
+def f16_to_f32(typingctx, bits):
     """float16 bits (uint16) -> float32 (F16C's vcvtph2ps where the CPU has it)."""
     sig = types.float32(types.uint16)
 
@@ -250,7 +250,7 @@ def h2f(typingctx, bits):
 
 
 @intrinsic
-def f2h(typingctx, x):
+def f32_to_f16(typingctx, x):
     """float32 -> float16 bits (uint16), rounded to nearest even."""
     sig = types.uint16(types.float32)
 
@@ -260,7 +260,7 @@ def f2h(typingctx, x):
 
 
 @intrinsic
-def r16(typingctx, x):
+def round_f16(typingctx, x):
     """x rounded to float16 precision, kept as a float32."""
     sig = types.float32(types.float32)
 
@@ -288,13 +288,13 @@ def _float_of(typingctx, u):
 
 
 @numba.njit(inline="always")
-def bf2f(bits):
+def bf16_to_f32(bits):
     """bfloat16 bits (uint16) -> float32: the high half of the float32."""
     return _float_of(np.uint32(bits) << np.uint32(16))
 
 
 @numba.njit(inline="always")
-def f2bf(x):
+def f32_to_bf16(x):
     """float32 -> bfloat16 bits (uint16), rounded to nearest even (NaN stays NaN), as
     ml_dtypes rounds."""
     u = _bits_of(x)
@@ -305,6 +305,6 @@ def f2bf(x):
 
 
 @numba.njit(inline="always")
-def rb16(x):
+def round_bf16(x):
     """x rounded to bfloat16 precision, kept as a float32."""
-    return bf2f(f2bf(x))
+    return bf16_to_f32(f32_to_bf16(x))
