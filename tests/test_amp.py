@@ -80,11 +80,15 @@ def test_autocast_output_dtypes_match_pytorch_cpu(name, low):
 
 @requires_torch
 def test_autocast_values_and_gradients_match_pytorch():
-    """A small MLP under bfloat16 autocast: outputs and float32 parameter gradients."""
+    """A small MLP under bfloat16 autocast: outputs and float32 parameter gradients.
+    (Seeded: with bfloat16 rounding a unit whose input is within a rounding of zero can
+    pass its gradient in one library and not the other; 1 seed in 60 does that.)"""
     import torch
 
-    data = RNG.standard_normal((8, 6)).astype(np.float32)
-    target = RNG.integers(0, 3, 8)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((8, 6)).astype(np.float32)
+    target = rng.integers(0, 3, 8)
     jm = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
     tm = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     jm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})

@@ -502,3 +502,24 @@ def test_a_traced_batch_norm_updates_its_running_statistics_as_eager_does():
         np.testing.assert_allclose(getattr(a, name).numpy(), getattr(b, name).numpy(),
                                    rtol=1e-6)
     assert traced.stats["compiles"] == 1
+
+
+def test_batch_norm_training_fuses_its_statistics_into_row_kernels():
+    """BatchNorm1d in training mode: the centred squares and their sum over the batch are
+    one row kernel (its column sums), and the traced call keeps eager's values and
+    running statistics."""
+    bn = nn.BatchNorm1d(8)
+    ref = nn.BatchNorm1d(8)
+    traced = tj.trace(lambda x: bn(x).relu(), (tj.randn(16, 8),))
+    fused = [n for n in traced.graph.nodes if n.op == "fused" and n.attrs["kind"] == "row"]
+    assert any("sum_to" in {m.op for m in f.regions[0].nodes} and "mul" in
+               {m.op for m in f.regions[0].nodes} for f in fused), traced.graph
+    ref(tj.randn(16, 8))  # the same single update the trace's recording call made
+    ref.load_state_dict(bn.state_dict())
+    for batch in (16, 5):
+        x = tj.randn(batch, 8)
+        np.testing.assert_allclose(traced(x).detach().numpy(), ref(x).relu().detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        for name in ("running_mean", "running_var"):
+            np.testing.assert_allclose(getattr(bn, name).numpy(), getattr(ref, name).numpy(),
+                                       rtol=1e-6, atol=1e-7)

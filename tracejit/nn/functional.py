@@ -152,14 +152,25 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got "
                              f"input size {list(input.shape)}")
-        mean = F.mean(input, dims, keepdim=True)
-        centered = input - mean
-        var = F.mean(centered * centered, dims, keepdim=True)
+        if input.ndim == 2:  # [B, C]: sums over rows, which fuse into a row kernel's
+            # column sums with the element-wise work that feeds them (the same numbers as
+            # a mean over dim 0: numpy adds the rows in order either way)
+            mean = F.sum_to(input, (c,)) / count
+            centered = input - mean
+            squares = centered * centered
+            var = F.sum_to(squares, (c,)) / count
+            channel_sum = F.sum_to(squares.detach(), (c,))
+        else:
+            mean = F.mean(input, dims, keepdim=True)
+            centered = input - mean
+            var = F.mean(centered * centered, dims, keepdim=True)
+            channel_sum = None
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.detach().reshape(c) * momentum)
         if running_var is not None:  # the unbiased variance (sizes stay symbolic)
-            squares = (centered * centered).detach()
-            running_var.mul_(1 - momentum).add_(F.sum(squares, dims) / (count - 1) * momentum)
+            if channel_sum is None:
+                channel_sum = F.sum((centered * centered).detach(), dims)
+            running_var.mul_(1 - momentum).add_(channel_sum / (count - 1) * momentum)
         out = centered * F.rsqrt(var + eps)
     else:
         out = (input - running_mean.reshape(shape)) * F.rsqrt(running_var.reshape(shape) + eps)
