@@ -218,7 +218,7 @@ def _instrumented(source: str, ns: dict, name: str):
             continue
         indent = code[:len(code) - len(code.lstrip())]
         event = f"tracejit::kernel {label[6:]}" if label.startswith("fused ") else \
-            events.aten_name(label)
+            events.aten_name(OPS[label])
         out += [f"{indent}_t = _now()", code, f"{indent}_event({event!r}, _t)"]
     ns = dict(ns, _now=events.now, _event=_kernel_event)
     exec(compile("\n".join(out), f"<profiled host program {name}>", "exec"), ns)  # noqa: S102

@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..ops import OPS
 from ..ops.registry import COMPARE, ELEMENTWISE, REDUCE
 from . import memory
 
@@ -147,19 +148,19 @@ def compute(op, args, attrs):
         out = _device_reduce(op, args[0], attrs)
         if out is not None:
             return out
-    if op.name in ("any", "all") and isinstance(args[0], Tensor):
+    if op in _ANY_ALL and isinstance(args[0], Tensor):
         out = _device_any_all(op, args[0], attrs)
         if out is not None:
             return out
-    if op.name == "sum_to" and isinstance(args[0], Tensor):
+    if op is OPS.sum_to and isinstance(args[0], Tensor):
         out = _device_column_sum(op, args[0], attrs)
         if out is not None:
             return out
-    if op.name in _DEVICE_VIEWS and isinstance(args[0], Tensor):
+    if op in _DEVICE_VIEWS and isinstance(args[0], Tensor):
         out = _device_view(op, args, attrs)
         if out is not None:
             return out
-    if op.name == "matmul":
+    if op is OPS.matmul:
         a, b = args
         if a._data.ndim == 2 and b._data.ndim == 2 and a.dtype is b.dtype and \
                 a.dtype.name in ("float32", "float64"):
@@ -169,8 +170,9 @@ def compute(op, args, attrs):
 
 
 # shape ops a device array does itself: reshapes of contiguous arrays, 2-D transposes
-_DEVICE_VIEWS = frozenset({"reshape", "squeeze", "unsqueeze", "detach", "transpose",
-                           "permute"})
+_DEVICE_VIEWS = frozenset({OPS.reshape, OPS.squeeze, OPS.unsqueeze, OPS.detach,
+                           OPS.transpose, OPS.permute})
+_ANY_ALL = frozenset({OPS.any, OPS.all})
 
 
 def _device_view(op, args, attrs):
@@ -179,7 +181,7 @@ def _device_view(op, args, attrs):
 
     a = args[0]._data
     shape = tuple(op.infer(*[aval_of(x) for x in args], **attrs).shape)
-    if op.name in ("transpose", "permute"):
+    if op is OPS.transpose or op is OPS.permute:
         if a.ndim != 2 or shape != tuple(a.shape)[::-1]:
             return None  # Numba's device arrays transpose two dimensions only
         STATS["kernels"][op.name] += 1
@@ -225,12 +227,11 @@ def _device_reduce(op, x, attrs):
 def _device_any_all(op, x, attrs):
     """any/all as kernels: x != 0 as float32, its max (any) or min (all), > 0.5."""
     from .. import dtypes
-    from ..ops import OPS
     from ..tensor.tensor import _make
 
     nonzero = compute(OPS.ne, (x, 0), {})
     as_float = compute(OPS.cast, (_make(nonzero),), {"dtype": dtypes.float32})
-    extreme = _device_reduce(OPS.amax if op.name == "any" else OPS.amin, _make(as_float),
+    extreme = _device_reduce(OPS.amax if op is OPS.any else OPS.amin, _make(as_float),
                              attrs)
     if extreme is None:
         return None

@@ -5,7 +5,7 @@ runs only while someone listens.
 
 Events are named as the profiler shows them:
 
-    aten::<op>                     an eager op (PyTorch's name for it, see ATEN_NAMES)
+    aten::<op>                     an eager op (PyTorch's name for it, see aten_name)
     autograd::engine::evaluate_function: <Node>   a backward node in eager backward
     tracejit::call <fn>            a traced or scripted call, guard checks included
     tracejit::guards <fn>          checking a trace's entry guards
@@ -27,21 +27,22 @@ WANT = {"shapes": False, "memory": False, "stack": False}
 _SINKS: list = []
 now = time.perf_counter_ns
 
-# eager ops whose PyTorch name differs from the op table's
-ATEN_NAMES = {"cast": "aten::_to_copy", "getitem": "aten::index", "setitem": "aten::index_put_",
-              "sum_to": "aten::sum_to_size", "unfold2d": "aten::im2col",
-              "fold2d": "aten::col2im", "reshape": "aten::view", "constant": "aten::lift",
-              "detach": "aten::detach", "remainder": "aten::remainder",
-              "floor_divide": "aten::floor_divide", "tanh_backward": "aten::tanh_backward",
-              "sigmoid_backward": "aten::sigmoid_backward",
-              "threshold_backward": "aten::threshold_backward"}
-_NAMES: dict = {}
+_NAMES: dict = {}  # OpDef -> its event name
 
 
-def aten_name(op_name: str) -> str:
-    name = _NAMES.get(op_name)
+def aten_name(op) -> str:
+    """An op's event name: `aten::` and PyTorch's name for it, which is the op table's
+    but for the few spelled here (keyed by OpDef, as every consumer's table is)."""
+    name = _NAMES.get(op)
     if name is None:
-        name = _NAMES[op_name] = ATEN_NAMES.get(op_name, "aten::" + op_name)
+        if not _NAMES:
+            from ..ops import OPS
+
+            _NAMES.update({OPS.cast: "aten::_to_copy", OPS.getitem: "aten::index",
+                           OPS.setitem: "aten::index_put_", OPS.sum_to: "aten::sum_to_size",
+                           OPS.unfold2d: "aten::im2col", OPS.fold2d: "aten::col2im",
+                           OPS.reshape: "aten::view", OPS.constant: "aten::lift"})
+        name = _NAMES.get(op) or _NAMES.setdefault(op, "aten::" + op.name)
     return name
 
 

@@ -153,6 +153,12 @@ _KEEP: list = []  # what must outlive every array it allocated: engine, handler,
 _INSTALLED = [False]
 
 
+def _capsule_pointer(capsule, name):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, name)
+
+
 def _numpy_api():
     """numpy's C-API table (the `_ARRAY_API` capsule's pointer array)."""
     try:
@@ -160,9 +166,7 @@ def _numpy_api():
     except ImportError:  # numpy 1.x
         from numpy.core import _multiarray_umath as mu
 
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return ctypes.cast(get(mu._ARRAY_API, None), ctypes.POINTER(ctypes.c_void_p))
+    return ctypes.cast(_capsule_pointer(mu._ARRAY_API, None), ctypes.POINTER(ctypes.c_void_p))
 
 
 def install() -> bool:
@@ -176,10 +180,8 @@ def install() -> bool:
         api = _numpy_api()
         set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(api[304])
         get_handler = ctypes.PYFUNCTYPE(ctypes.py_object)(api[305])
-        get = ctypes.pythonapi.PyCapsule_GetPointer
-        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
         current = get_handler()
-        old = _Handler.from_address(get(current, b"mem_handler"))
+        old = _Handler.from_address(_capsule_pointer(current, b"mem_handler"))
         if old.version != 1 or np.lib.NumpyVersion(np.__version__) < "1.22.0":
             return False
         a = old.allocator

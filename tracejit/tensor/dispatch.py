@@ -96,7 +96,7 @@ def apply(op, *args, **attrs) -> Tensor:
         if _SKIP[0]:
             _SKIP[0] = False
         else:
-            return _profiled(op, args, attrs, apply, events.aten_name(op.name))
+            return _profiled(op, args, attrs, apply, events.aten_name(op))
     if STATE.autocast is not None and op.autocast is not None:  # tracejit.amp
         args = _amp.cast_inputs(op.autocast, args)
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
@@ -366,7 +366,7 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
         else:
             return _profiled(op, (target,) + others, attrs,
                              lambda op, t, *o, **a: apply_inplace(op, t, *o, **a),
-                             events.aten_name(op.name) + "_")
+                             events.aten_name(op) + "_")
     if STATE.capture is not None:
         return STATE.capture.apply_inplace(op, target, others, attrs)
     args = (target,) + others

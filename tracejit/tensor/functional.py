@@ -211,13 +211,13 @@ def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> Tensor:
 
 
 # ---- reductions ----------------------------------------------------------------------------
-_OVER_DIMS = {"sum": "SumBackward1", "mean": "MeanBackward1"}  # PyTorch's dim overloads
+_OVER_DIMS = {OPS.sum: "SumBackward1", OPS.mean: "MeanBackward1"}  # PyTorch's dim overloads
 
 
 def _reduce(op, input, dim, keepdim):
     out = apply(op, input, dim=normalize_dims(dim, input.ndim, op.name), keepdim=keepdim)
-    if dim is not None and op.name in _OVER_DIMS:
-        _node.rename(out, op, _OVER_DIMS[op.name])
+    if dim is not None and op in _OVER_DIMS:
+        _node.rename(out, op, _OVER_DIMS[op])
     return out
 
 
