@@ -166,6 +166,10 @@ class Interpreter:
         self.outputs = [slot[v] for v in graph.outputs]
         self.size_outputs = [_precompile(e) for e in graph.size_outputs]
         self.mutations = [(slot[t], slot[v]) for t, v in graph.mutations]
+        # a loop body of compiled segments and bookkeeping only can record its iterations
+        # on one tape, one autograd node for the loop (capture/loops.py)
+        self.tape_safe = not self.mutations and all(s[0] in _TAPE_STEPS for s in self.steps)
+        self.tapeable = self.tape_safe and any(s[0] == "segment" for s in self.steps)
 
     def segments(self) -> list:
         """The compiled segments of this graph and of its regions, in order."""
@@ -193,13 +197,14 @@ class Interpreter:
             apply_inplace(OPS.setitem, vals[target], vals[value], index=(Ellipsis,))
         return [vals[i] for i in self.outputs]
 
-    def run_region(self, inputs: list, env: dict, record: bool) -> tuple[list, list]:
-        """A region's (yielded values, yielded sizes); sizes it binds stay bound in env."""
+    def run_region(self, inputs: list, env: dict, record: bool, tape=None) -> tuple[list, list]:
+        """A region's (yielded values, yielded sizes); sizes it binds stay bound in env.
+        With a `tape` (a tapeable loop body) its segments record on the tape."""
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
-        self._run(vals, env, record)
+        self._run(vals, env, record, tape)
         return [vals[i] for i in self.outputs], [_resolve(e, env) for e in self.size_outputs]
 
-    def _run(self, vals: list, env: dict, record: bool = True) -> None:
+    def _run(self, vals: list, env: dict, record: bool = True, tape=None) -> None:
         for kind, node, op, reads, attrs, out in self.steps:
             if kind == "guard":
                 check_guard(node, vals[op]._data)
@@ -207,9 +212,12 @@ class Interpreter:
                     STATE.capture.replay_guard(node, vals[op])
                 continue
             if kind == "segment":
-                STATE.grad_enabled = node and record  # node: the segment's grad mode
-                results = op.call([vals[r] if r is not None else _carrier(env[c])
-                                   for r, c in reads])
+                ins = [vals[r] if r is not None else _carrier(env[c]) for r, c in reads]
+                if tape is not None:
+                    results = tape.run(op, ins, node)
+                else:
+                    STATE.grad_enabled = node and record  # node: the segment's grad mode
+                    results = op.call(ins)
                 for i, v in zip(out, results):
                     vals[i] = v
                 continue
@@ -286,15 +294,22 @@ def _run_loop(node, prepared, args, env, record):
     index = attrs.get("index")
     cond = regions[0] if attrs.get("has_cond") else None
     body = regions[-1]
+    tape = None
+    if record and STATE.grad_enabled and body.tapeable and (cond is None or cond.tape_safe):
+        from ..capture.loops import LoopTape
+
+        tape = LoopTape()
     for i in steps:
         if index is not None:
             env[index] = i
         if cond is not None:
-            (go,), _ = cond.run_region(carried + invariant, env, record)
+            (go,), _ = cond.run_region(carried + invariant, env, record, tape)
             if not _scalar(go._data):
                 break
-        carried, sizes = body.run_region(carried + invariant, env, record)
+        carried, sizes = body.run_region(carried + invariant, env, record, tape)
         env.update(zip(names, sizes))
+    if tape is not None:
+        tape.close(args, carried)
     return carried
 
 
@@ -356,6 +371,11 @@ _SCRIPT_STEPS = {IF: _run_if, LOOP: _run_loop, BIND: _run_bind, SIZE: _run_size,
                  RAISE: _run_raise, LIST: _run_list, LIST_APPEND: _run_list_append,
                  LIST_GET: _run_list_get, LIST_LEN: _run_list_len,
                  LIST_STACK: _run_list_stack}
+
+
+# the steps a tapeable loop body may have besides segments: none records autograd
+_TAPE_STEPS = frozenset({"segment", "guard", BIND, SIZE, RAISE, LIST, LIST_APPEND, LIST_GET,
+                         LIST_LEN})
 
 
 # ---- compiled segments of script graphs -------------------------------------------------------

@@ -151,6 +151,28 @@ def _why_not(node) -> str:
 MAX_REGION_NODES = 96
 
 
+def _one_space(values) -> bool:
+    """The values' shapes broadcast to one shape, decided without run-time sizes: an
+    elementwise kernel iterates over it (an outer product's [M, N] and another's [K, N]
+    read the same [1, N] row, but are two loops)."""
+    from .rewrite import same_dim
+
+    rank = max((len(v.shape) for v in values), default=0)
+    for d in range(1, rank + 1):
+        size = None
+        for v in values:
+            if len(v.shape) < d:
+                continue
+            x = v.shape[-d]
+            if type(x) is int and x == 1:
+                continue
+            if size is None:
+                size = x
+            elif not same_dim(size, x):
+                return False
+    return True
+
+
 def fuse(graph: Graph) -> Graph:
     """Fuse `graph`'s straight-line code, and that of every branch and loop body in it."""
     if graph.has_control_flow():
@@ -234,6 +256,9 @@ def fuse(graph: Graph) -> Graph:
                 return "it reduces a value shorter than the row kernel's rows"
         elif g in frames and not _fits_frame(values_of(n), frames[g]):
             return "its shapes do not fit the row kernel"
+        elif g not in frames and not _one_space(
+                [v for m in groups[g] for v in values_of(m)] + values_of(n)):
+            return "its shapes and the kernel's do not broadcast to one iteration space"
         return None
 
     for n in nodes:
@@ -274,6 +299,9 @@ def fuse(graph: Graph) -> Graph:
                         depends_on(h, chosen) or depends_on(chosen, h):
                     continue
                 frame = frames.get(chosen) or frames.get(h)
+                if frame is None and not _one_space(
+                        [v for m in groups[h] + groups[chosen] for v in values_of(m)]):
+                    continue
                 if frame is not None and not (
                         _same_frame(frames.get(h, frame), frame) and
                         _same_frame(frames.get(chosen, frame), frame) and _fits_frame(

@@ -1,7 +1,9 @@
 """Algebraic simplification: x+0, x-0, x*1, x/1, x**1, -(-x), casts and reshapes that
-change nothing, transposes that cancel, and a transposed product computed as the product
-of transposes (so it is stored row-major). A rewrite applies only when the result has
-exactly the type of the value it is replaced by (no broadcasting or promotion lost)."""
+change nothing, transposes that cancel, a transposed product computed as the product
+of transposes (so it is stored row-major), sums over dimensions of size 1 as reshapes and
+products with an inner size of 1 as broadcasting multiplies. A rewrite applies only when
+the result has exactly the type of the value it is replaced by (no broadcasting or
+promotion lost)."""
 from __future__ import annotations
 
 from ...ops import OPS
@@ -73,6 +75,44 @@ def _product_transposed(b: Builder, node, inputs, producers, users) -> Value | N
     return new.outputs[0]
 
 
+def _same_size(a, b) -> bool:
+    from ..symbolic import SymInt
+
+    if isinstance(a, SymInt) or isinstance(b, SymInt):
+        return isinstance(a, SymInt) and isinstance(b, SymInt) and a.source() == b.source()
+    return a == b
+
+
+def _sum_to_nothing(b: Builder, node, inputs) -> Value | None:
+    """sum_to that sums only dimensions of size 1 (a [1, N] gradient to a [N] bias):
+    a reshape, not a reduction kernel."""
+    if node.op != "sum_to" or not isinstance(inputs[0], Value):
+        return None
+    x, shape = inputs[0], tuple(node.attrs["shape"])
+    lead = len(x.shape) - len(shape)
+    if lead < 0 or any(not (type(d) is int and d == 1) for d in x.shape[:lead]) or \
+            not all(_same_size(d, s) for d, s in zip(x.shape[lead:], shape)):
+        return None
+    out = node.outputs[0]
+    return b.emit("reshape", [x], {"shape": shape}, [(out.dtype, out.shape)],
+                  node).outputs[0]
+
+
+def _outer_product(b: Builder, node, inputs) -> Value | None:
+    """matmul of [..., M, 1] by [..., 1, N]: one product per element and nothing to sum,
+    so a broadcasting multiply (the same numbers), which fuses into an elementwise kernel
+    where a matrix product would be a library call."""
+    if node.op != "matmul" or not all(isinstance(x, Value) and len(x.shape) >= 2
+                                      for x in inputs):
+        return None
+    x, y = inputs
+    if not (type(x.shape[-1]) is int and x.shape[-1] == 1 and type(y.shape[-2]) is int and
+            y.shape[-2] == 1):
+        return None
+    out = node.outputs[0]
+    return b.emit("mul", [x, y], {}, [(out.dtype, out.shape)], node).outputs[0]
+
+
 def simplify(graph: Graph) -> Graph:
     b = Builder(graph, "simplify", recurse=simplify)
     producers: dict = {}
@@ -84,6 +124,8 @@ def simplify(graph: Graph) -> Graph:
             target = _forward(node, inputs, producers)
             if target is None:
                 target = _product_transposed(b, node, inputs, producers, users)
+            if target is None:
+                target = _sum_to_nothing(b, node, inputs) or _outer_product(b, node, inputs)
             if target is not None:
                 b.map[node.outputs[0]] = target
                 continue
