@@ -353,3 +353,23 @@ def test_the_backward_reads_saved_values_where_they_meet_a_discontinuous_op():
     np.testing.assert_allclose(got.numpy(), x.grad.numpy(), rtol=1e-4, atol=1e-5)
     bg = t.backward_graph
     assert sum(v.dtype is tj.bool for v in bg.inputs) >= 1  # a mask, saved by the forward
+
+
+def test_two_outer_products_of_one_row_gradient_are_two_kernels():
+    """A one-row step (an RNN cell at batch 1): both weight gradients are outer products
+    of the same [1, N] gradient with inputs of different lengths. Products with an inner
+    size of 1 become broadcasting multiplies, which must not share one kernel."""
+    def step(x, w, h, u):
+        return tj.tanh(x @ w + h @ u)
+
+    args = [tj.randn(1, 5), tj.randn(5, 6), tj.randn(1, 7), tj.randn(7, 6)]
+    args = [a.requires_grad_() for a in args]
+    traced = tj.trace(step, tuple(args), backend="numba")
+    expected = [g.numpy() for g in tj.autograd.grad(step(*args).sum(), args)]
+    got = tj.autograd.grad(traced(*args).sum(), args)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-5, atol=1e-5)
+    fused = [n for n in traced.backward_graph.nodes if n.op == "fused"]
+    assert not any(n.op == "matmul" and n.inputs[0].shape[-1] == 1
+                   for n in traced.backward_graph.nodes)  # the outer products multiply
+    assert len(fused) == 2, traced.backward_graph
