@@ -205,4 +205,27 @@ def test_a_size_binding_nothing_reads_is_dead_code():
     for n in (3, 5):
         x = tj.randn(n, 2)
         assert tj.allclose(sf(x), unused_stack(x))
-    assert "list_stack" not in all_ops(sf.graph)  # (a loop's carried list stays)
+    assert "list_stack" not in all_ops(sf.graph)
+    # and the loop no longer carries the list nothing reads, nor appends to it
+    loop = next(n for n in sf.graph.nodes if n.op == LOOP)
+    assert loop.attrs["n_carried"] == 1 and "list_append" not in all_ops(loop.regions[-1])
+    assert any("carried value(s)" in note for note in sf.graph.notes)
+
+
+def carried_list_read_later(x):
+    hs = []
+    h = x[0] * 0
+    for t in range(x.shape[0]):
+        h = h + x[t]
+        hs.append(h * 2)
+    return h, len(hs)
+
+
+def test_a_carried_list_something_reads_stays():
+    sf = tj.script(carried_list_read_later)
+    for n in (3, 5):
+        x = tj.randn(n, 2)
+        got, want = sf(x), carried_list_read_later(x)
+        assert tj.allclose(got[0], want[0]) and got[1] == want[1]
+    loop = next(n for n in sf.graph.nodes if n.op == LOOP)
+    assert loop.attrs["n_carried"] == 2 and "list_append" in all_ops(loop.regions[-1])

@@ -416,9 +416,19 @@ CARRIER_OFFSET = 2  # a carried size k travels as an empty array of shape (k + 2
 
 
 def _carrier(size: int):
-    from ..tensor.tensor import Tensor
+    """The carrier of a loop index (an empty array nothing writes: shared per size)."""
+    t = _CARRIERS.get(size)
+    if t is None:
+        from ..tensor.tensor import Tensor
 
-    return Tensor._make(np.empty((size + CARRIER_OFFSET, 0), dtype=np.bool_))
+        if len(_CARRIERS) > 4096:
+            _CARRIERS.clear()
+        t = _CARRIERS[size] = Tensor._make(np.empty((size + CARRIER_OFFSET, 0),
+                                                     dtype=np.bool_))
+    return t
+
+
+_CARRIERS: dict = {}
 
 
 def _segments(graph: Graph, owner, carriers: frozenset = frozenset()) -> dict:

@@ -358,6 +358,7 @@ class RegionKernel:
         # float16/bfloat16 arrays pass as their uint16 bits (the kernel converts)
         self.bits_in = [v.dtype.name in _READ for v in region.inputs]
         self.bits_out = [v.dtype.name in _READ for v in region.outputs]
+        self.low_precision = True in self.bits_in or True in self.bits_out
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -377,19 +378,26 @@ class RegionKernel:
         if n == 0 and any(o.size for o in outs):
             return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
                                                                      out_shapes)))
-        small = not self.threads.worth(n)
+        small = n < SERIAL_BELOW or not self.threads.worth(n)
         args_in, args_out = arrays, outs
-        if True in self.bits_in or True in self.bits_out:
+        if self.low_precision:
             args_in = [a.view(np.uint16) if b else a for a, b in zip(arrays, self.bits_in)]
             args_out = [o.view(np.uint16) if b else o for o, b in zip(outs, self.bits_out)]
+        module = self.module
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
-            kernel = self.module.flat_serial if small else self.module.flat
-            launch(self.module, kernel, *[o.reshape(-1) for o in args_out],
-                   *[a.reshape(-1) for a in args_in], *zs)
+            kernel = module.flat_serial if small else module.flat
+            args = [o.reshape(-1) for o in args_out] + [a.reshape(-1) for a in args_in]
+            args += zs
         else:
-            kernel = self.module.nd_serial if small else self.module.nd
-            launch(self.module, kernel, *args_out, *args_in, *zs, shape)
+            kernel = module.nd_serial if small else module.nd
+            args = args_out + args_in
+            args += zs
+            args.append(shape)
+        if _EVENTS[0] and not kernel.signatures:
+            _first_launch(module, kernel, args)
+        else:
+            _call(module, kernel, args)
         return outs
 
 

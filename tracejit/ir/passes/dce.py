@@ -6,13 +6,15 @@ so a traced call draws the same numbers as the eager program) and indexing by
 tensors (an index out of range raises in eager even when the result is unused);
 in script graphs also `raise`, bindings of sizes something reads, and branches and loops
 holding any of these. Regions are cleaned the same way (what they yield is live); which
-sizes are read is known for the whole graph, regions included."""
+sizes are read is known for the whole graph, regions included. A loop stops carrying a
+value nothing after it reads and that inside it only feeds itself."""
 from __future__ import annotations
 
 from ...ops import OPS
 from ...ops.indexing import Slot
 from ...ops.registry import RANDOM
-from ..graph import BIND, CONTROL, GUARD, LIST_GET, LIST_LEN, LIST_STACK, RAISE, Graph, Value
+from ..graph import (BIND, CONTROL, GUARD, LIST_GET, LIST_LEN, LIST_STACK, LOOP, RAISE, Graph,
+                     Value)
 from ..symbolic import SymInt, map_leaves, symbols_in
 from .rewrite import Builder
 
@@ -74,12 +76,83 @@ def _dce(graph: Graph, used: set) -> Graph:
     live_values = {v for v in graph.outputs if isinstance(v, Value)}
     live_values |= {v for _, v in graph.mutations}
     live_nodes = set()
+    pruned = {}  # id(loop) -> its carried positions nothing reads
     for node in reversed(graph.nodes):
         if _has_effect(node, used) or any(v in live_values for v in node.outputs):
             live_nodes.add(id(node))
-            live_values.update(x for x in node.inputs if isinstance(x, Value))
+            dead = _dead_carried(node, live_values, used) if node.op == LOOP else ()
+            if dead:
+                pruned[id(node)] = dead
+            live_values.update(x for i, x in enumerate(node.inputs)
+                               if isinstance(x, Value) and i not in dead)
     b = Builder(graph, "dce", recurse=lambda region: _dce(region, used))
     for node in graph.nodes:
-        if id(node) in live_nodes:
+        if id(node) in pruned:
+            _copy_pruned(b, node, pruned[id(node)], used)
+        elif id(node) in live_nodes:
             b.copy(node)
     return b.finish()
+
+
+def _live_reads(region: Graph, live_outputs: list, used: set) -> set:
+    """The values of `region` that its live part reads (or yields), with `live_outputs`
+    the yielded values still needed."""
+    live = set(live_outputs)
+    for node in reversed(region.nodes):
+        if _has_effect(node, used) or any(v in live for v in node.outputs):
+            live.update(x for x in node.inputs if isinstance(x, Value))
+    return live
+
+
+def _dead_carried(node, live_after: set, used: set) -> frozenset:
+    """A loop's carried positions whose final value nothing after the loop reads and
+    whose value inside the loop only feeds itself (a list of every step's state that is
+    never read): the loop need not carry them."""
+    k = node.attrs["n_carried"]
+    body = node.regions[-1]
+    cond = node.regions[0] if node.attrs.get("has_cond") else None
+    dead = {j for j in range(k) if node.outputs[j] not in live_after}
+    if cond is not None and dead:
+        reads = _live_reads(cond, cond.outputs, used)
+        dead = {j for j in dead if cond.inputs[j] not in reads}
+    while True:
+        reads = _live_reads(body, [v for i, v in enumerate(body.outputs) if i not in dead],
+                            used)
+        still = {j for j in dead if body.inputs[j] not in reads}
+        if still == dead:
+            break
+        dead = still
+    # and the invariants nothing in the loop reads (an operand of a hoisted op)
+    cond_reads = _live_reads(cond, cond.outputs, used) if cond is not None else set()
+    dead |= {j for j in range(k, len(node.inputs))
+             if body.inputs[j] not in reads and (cond is None or cond.inputs[j] not in cond_reads)}
+    return frozenset(dead)
+
+
+def _copy_pruned(b: Builder, node, dead: frozenset, used: set) -> None:
+    """Copy a loop without its dead carried positions (inputs, block arguments, yields
+    and results)."""
+    import dataclasses
+
+    def without(region: Graph, outputs: list) -> Graph:
+        kept = dataclasses.replace(region, outputs=outputs)
+        clean = _dce(kept, used)
+        clean.inputs = [v for i, v in enumerate(clean.inputs) if i not in dead]
+        clean.input_kinds = [x for i, x in enumerate(clean.input_kinds) if i not in dead]
+        return clean
+
+    body = node.regions[-1]
+    regions = [without(body, [v for i, v in enumerate(body.outputs) if i not in dead])]
+    if node.attrs.get("has_cond"):
+        regions.insert(0, without(node.regions[0], node.regions[0].outputs))
+    k = node.attrs["n_carried"]
+    attrs = dict(node.attrs, n_carried=k - sum(1 for j in dead if j < k))
+    keep = [i for i in range(len(node.inputs)) if i not in dead]
+    new = b.graph.add_node(LOOP, [b.get(node.inputs[i]) for i in keep], attrs,
+                           [(v.dtype, v.shape) for i, v in enumerate(node.outputs)
+                            if i not in dead], node.source)
+    new.grad_mode, new.regions = node.grad_mode, regions
+    b.map.update(zip([v for i, v in enumerate(node.outputs) if i not in dead], new.outputs))
+    carried = sum(1 for j in dead if j < k)
+    b.graph.notes.append(f"loop at {node.source}: {carried} carried value(s) and "
+                         f"{len(dead) - carried} invariant(s) nothing reads dropped")
