@@ -25,105 +25,117 @@ from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import Tensor, _make
 
 
-class Entry:
-    """One segment call of one iteration: what its backward needs."""
+class Plan:
+    """How the tape records and differentiates calls of one segment with one compiled
+    backward (or none: the call's gradient then replays its forward)."""
 
-    __slots__ = ("seg", "bt", "ins", "saved", "outs", "float_outs", "diff")
+    __slots__ = ("seg", "bt", "float_outs", "diff", "n_outputs")
 
-    def __init__(self, seg, bt, ins, saved, outs, float_outs, diff):
-        self.seg, self.bt, self.ins, self.saved = seg, bt, ins, saved
-        self.outs, self.float_outs, self.diff = outs, float_outs, diff
+    def __init__(self, seg, bt, float_outs, diff, n_outputs):
+        self.seg, self.bt, self.float_outs, self.diff = seg, bt, float_outs, diff
+        self.n_outputs = n_outputs
 
 
 class LoopTape:
-    """The iterations of one loop, recorded while it runs (see the module docstring)."""
+    """The iterations of one loop, recorded while it runs (see the module docstring).
 
-    __slots__ = ("entries", "produced")
+    An iteration's record is its arrays, not its tensors: a tuple of arrays is not
+    followed by Python's garbage collector, so a long loop's tape does not make every
+    collection walk it, nor trigger full collections by surviving them. Values are
+    known by their array's id (the tape keeps the arrays alive); gradients go only to
+    the positions a compiled backward differentiates, whose tensors require grad: an
+    array computed inside the loop, or the one of the loop's inputs from outside that
+    holds it (the node's k-th input, key -1 - k)."""
+
+    __slots__ = ("plans", "records", "produced", "inputs", "input_keys", "_plans")
 
     def __init__(self):
-        self.entries: list = []
-        self.produced: dict = {}  # id -> tensor: outputs that carry a gradient
+        self.plans: list = []     # per call: its Plan
+        self.records: list = []   # per call: (input arrays, result arrays)
+        self.produced: set = set()  # ids of computed arrays that carry a gradient
+        self.inputs: list = []    # tensors from outside the loop that get gradients
+        self.input_keys: dict = {}  # id(array of an input from outside) -> its key
+        self._plans: dict = {}
 
     def run(self, seg, ins: list, grad_mode: bool) -> list:
         """A segment's outputs; recorded when it computes a gradient-carrying value."""
-        if not grad_mode or not any(isinstance(t, Tensor) and t._rg for t in ins):
+        if not grad_mode or not any(t._rg for t in ins):
             prev, STATE.grad_enabled = STATE.grad_enabled, False
             try:
                 return seg.run_forward(ins)
             finally:
                 STATE.grad_enabled = prev
         bt = seg.backward_trace(ins)
+        plan = self._plans.get((id(seg), id(bt)))
         if bt is not None:
-            outs, saved = bt.run_forward(ins)
-            float_outs, diff = bt.float_outs, bt.diff
+            results = bt.fwd_runner(ins)
+            if plan is None:
+                plan = Plan(seg, bt, bt.float_outs, bt.diff, bt.n_outputs)
         else:  # no compiled backward (its budget is spent): replay this one's forward
             prev, STATE.grad_enabled = STATE.grad_enabled, False
             try:
-                outs = seg.run_forward(ins)
+                results = seg.run_forward(ins)
             finally:
                 STATE.grad_enabled = prev
-            saved = None
-            float_outs = [k for k, o in enumerate(outs) if o.dtype.is_floating_point]
-            diff = [i for i, t in enumerate(ins) if isinstance(t, Tensor) and t._rg]
-        for k in float_outs:
-            o = outs[k]
+            if plan is None:
+                plan = Plan(seg, None, [k for k, o in enumerate(results)
+                                        if o.dtype.is_floating_point],
+                            [i for i, t in enumerate(ins) if t._rg], len(results))
+        self._plans[(id(seg), id(bt))] = plan
+        produced, input_keys = self.produced, self.input_keys
+        arrays = tuple([t._data for t in ins])
+        for i in plan.diff:  # the gradients go to these: computed here, or from outside
+            a = arrays[i]
+            if id(a) not in produced and id(a) not in input_keys:
+                input_keys[id(a)] = -1 - len(self.inputs)
+                self.inputs.append(ins[i])
+        for k in plan.float_outs:
+            o = results[k]
             o._rg = True
-            self.produced[id(o)] = o
-        self.entries.append(Entry(seg, bt, ins, saved, outs, float_outs, diff))
-        return outs
+            produced.add(id(o._data))
+        self.plans.append(plan)
+        self.records.append((arrays, tuple([r._data for r in results])))
+        return results[:plan.n_outputs]
 
-    def close(self, loop_inputs: list, results: list) -> None:
+    def close(self, results: list) -> None:
         """Give the tensors the loop lets out (in `results`, lists included) one node."""
-        if not self.entries:
+        if not self.records:
             return
         produced = self.produced
         outputs, seen = [], set()
 
         def visit(x):
             if isinstance(x, Tensor):
-                if id(x) in produced and id(x) not in seen:
-                    seen.add(id(x))
+                if id(x._data) in produced and id(x._data) not in seen:
+                    seen.add(id(x._data))
                     outputs.append(x)
             elif isinstance(x, (list, tuple)):
                 for y in x:
                     visit(y)
 
         visit(results)
-        inputs, taken = [], set()
-
-        def read(x):
-            if isinstance(x, Tensor):
-                if x._rg and id(x) not in produced and id(x) not in taken:
-                    taken.add(id(x))
-                    inputs.append(x)
-            elif isinstance(x, (list, tuple)):
-                for y in x:
-                    read(y)
-
-        read(loop_inputs)
-        for t in produced.values():  # what stays inside is no one's leaf
-            if id(t) not in seen:
-                t._rg = False
+        inputs = self.inputs
         node = ScriptLoopBackward(tuple(_edge(t) for t in inputs))
-        node.entries, node.inputs, node.outputs = self.entries, inputs, outputs
+        node.plans, node.records = self.plans, self.records
+        node.inputs, node.input_keys, node.outputs = inputs, self.input_keys, outputs
         node.versions = [(counter(t), t._vc[0]) for t in inputs + outputs]
         node.out_meta = [(o._data.shape, o.dtype) for o in outputs]
         for k, o in enumerate(outputs):
             o.grad_fn, o._output_nr = node, k
-        self.entries, self.produced = [], {}
 
 
 class ScriptLoopBackward(Node):
     """The backward of one executed loop of a script graph (see the module docstring)."""
 
-    __slots__ = ("entries", "inputs", "outputs", "versions", "out_meta")
+    __slots__ = ("plans", "records", "inputs", "input_keys", "outputs", "versions",
+                 "out_meta")
 
     @property
     def num_outputs(self) -> int:
         return len(self.out_meta)
 
     def apply(self, grads):
-        if self.entries is None:
+        if self.records is None:
             raise RuntimeError(FREED_MESSAGE)
         for i, (c, v) in enumerate(self.versions):
             if c[0] != v:
@@ -137,31 +149,37 @@ class ScriptLoopBackward(Node):
         acc = _Accumulator()
         for t, g in zip(self.outputs, grads):
             if g is not None:
-                acc.add(t, g)
-        for e in reversed(self.entries):
-            out_grads = [None] * len(e.outs)
+                acc.add(id(t._data), g)
+        keys = self.input_keys
+        for plan, (ins, results) in zip(reversed(self.plans), reversed(self.records)):
+            out_grads = [None] * plan.n_outputs
             live = False
-            for k in e.float_outs:
-                g = acc.pop(e.outs[k])
+            for k in plan.float_outs:
+                g = acc.pop(id(results[k]))
                 if g is not None:
                     live = True
                 else:
-                    o = e.outs[k]
-                    g = _make(np.zeros(o._data.shape, o._data.dtype))
+                    g = _make(np.zeros(results[k].shape, results[k].dtype))
                 out_grads[k] = g
             if not live:
                 continue
-            stats = e.seg.stats
-            result = None if e.bt is None else e.bt.run_backward(e.ins, e.saved, out_grads)
+            tensors = [_make(a) for a in ins]
+            stats, bt = plan.seg.stats, plan.bt
+            result = None
+            if bt is not None:
+                result = bt.run_backward(tensors, [_make(a) for a in results[plan.n_outputs:]],
+                                         out_grads)
             if result is None:
-                result = e.seg.replay_gradients(e.ins, out_grads, e.diff)
+                for i in plan.diff:
+                    tensors[i]._rg = True
+                result = plan.seg.replay_gradients(tensors, out_grads, plan.diff)
                 stats["backward_replays"] += 1
             else:
                 stats["backward_kernels"] += 1
-            for i, g in zip(e.diff, result):
+            for i, g in zip(plan.diff, result):
                 if g is not None:
-                    acc.add(e.ins[i], g)
-        return tuple(acc.pop(t) for t in self.inputs)
+                    acc.add(keys.get(id(ins[i]), id(ins[i])), g)
+        return tuple(acc.pop(-1 - k) for k in range(len(self.inputs)))
 
     def _replay(self, grads):
         """The input gradients by running the loop's forward again through eager autograd
@@ -173,30 +191,34 @@ class ScriptLoopBackward(Node):
         from ..tensor.dispatch import apply
 
         with enable_grad():
-            names = {id(t): apply(OPS.expand, t, shape=t._data.shape) for t in self.inputs}
+            names = {-1 - k: apply(OPS.expand, t, shape=t._data.shape)
+                     for k, t in enumerate(self.inputs)}
             interpreters: dict = {}
-            for e in self.entries:
-                args = [names.get(id(t), t) if isinstance(t, Tensor) else t for t in e.ins]
-                interp = interpreters.get(id(e.seg))
+            keys = self.input_keys
+            for plan, (ins, results) in zip(self.plans, self.records):
+                args = [names.get(keys.get(id(a), id(a))) for a in ins]
+                args = [n if n is not None else _make(a) for n, a in zip(args, ins)]
+                seg = plan.seg
+                interp = interpreters.get(id(seg))
                 if interp is None:
-                    interp = interpreters[id(e.seg)] = Interpreter(e.seg.graph)
-                env = {sym: args[i]._data.shape[d] for i, d, sym in e.seg.bindings}
-                for o, n in zip(e.outs, interp.run(args, env)):
-                    names[id(o)] = n
-            pairs = [(names[id(t)], g) for t, g in zip(self.outputs, grads)
-                     if g is not None and names[id(t)].requires_grad]
+                    interp = interpreters[id(seg)] = Interpreter(seg.graph)
+                env = {sym: args[i]._data.shape[d] for i, d, sym in seg.bindings}
+                for a, n in zip(results, interp.run(args, env)):
+                    names[id(a)] = n
+            outs = [names[id(t._data)] for t in self.outputs]
+            pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
             return tuple(autograd_grad([o for o, _ in pairs],
-                                       [names[id(t)] for t in self.inputs],
+                                       [names[-1 - k] for k in range(len(self.inputs))],
                                        [g for _, g in pairs], create_graph=True,
                                        allow_unused=True, materialize_grads=True))
 
     def release(self):
-        self.entries = self.inputs = self.outputs = None
+        self.plans = self.records = self.inputs = self.input_keys = self.outputs = None
 
 
 class _Accumulator:
-    """Gradients by tensor identity; sums of two or more are made once and then added to
-    in place (a weight read by every iteration costs one buffer, not one per step)."""
+    """Gradients by value key; sums of two or more are made once and then added to in
+    place (a weight read by every iteration costs one buffer, not one per step)."""
 
     __slots__ = ("grads", "owned")
 
@@ -204,20 +226,20 @@ class _Accumulator:
         self.grads: dict = {}
         self.owned: set = set()
 
-    def add(self, t: Tensor, g: Tensor) -> None:
-        key = id(t)
+    def add(self, key: int, g: Tensor) -> None:
         prev = self.grads.get(key)
         if prev is None:
             self.grads[key] = g
             return
-        a, b = prev._data, g._data
-        if key in self.owned and a.shape == b.shape and a.dtype == b.dtype and \
-                type(a) is np.ndarray and type(b) is np.ndarray:
-            np.add(a, b, out=a)
-            return
+        if key in self.owned:
+            a, b = prev._data, g._data
+            if a.shape == b.shape and a.dtype == b.dtype and type(a) is np.ndarray and \
+                    type(b) is np.ndarray:
+                np.add(a, b, out=a)
+                return
         self.grads[key] = prev + g
         self.owned.add(key)
 
-    def pop(self, t: Tensor):
-        self.owned.discard(id(t))
-        return self.grads.pop(id(t), None)
+    def pop(self, key: int):
+        self.owned.discard(key)
+        return self.grads.pop(key, None)
