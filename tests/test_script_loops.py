@@ -119,3 +119,29 @@ def test_a_loop_that_reads_no_gradient_records_nothing():
     sf(tj.randn(3, 1, 3), w, u, b)
     out = sf(tj.randn(4, 1, 3), w, u, b)
     assert out.grad_fn is None and not out.requires_grad
+
+
+def rnn_batch(x, h, w, u, b):
+    for t in range(x.shape[0]):
+        h = tj.tanh(x[t] @ w + h @ u + b)
+    return h
+
+
+def test_weight_gradients_summed_once_over_the_steps_of_a_batch():
+    # the weights' gradients (h^T g per step) and the bias's (a sum over rows per step)
+    # are summed as one product of the stacked factors at the end of the loop
+    w, u, b = weights(seed=6)
+    calls = [Call(rg(tj.randn(n, 3, 3)), rg(tj.randn(3, 4)), w, u, b) for n in (4, 1, 6)]
+    agree(rnn_batch, *calls)
+
+
+def accumulate(x, w):
+    s = w * 0
+    for t in range(x.shape[0]):
+        w = w * 0.9 + x[t].t() @ x[t]  # w is carried: its gradient is needed at each step
+        s = s + (w @ w).sum(0)
+    return s
+
+
+def test_a_carried_matrix_gets_its_gradient_step_by_step():
+    agree(accumulate, *[Call(rg(tj.randn(n, 2, 3)), rg(tj.randn(3, 3))) for n in (3, 5)])

@@ -17,10 +17,13 @@ per iteration, which is most of what a small step (one RNN cell) costs otherwise
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
+from ..ir.graph import Value
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import Tensor, _make
 
@@ -29,11 +32,32 @@ class Plan:
     """How the tape records and differentiates calls of one segment with one compiled
     backward (or none: the call's gradient then replays its forward)."""
 
-    __slots__ = ("seg", "bt", "float_outs", "diff", "n_outputs")
+    __slots__ = ("seg", "bt", "float_outs", "diff", "n_outputs", "_deferred")
 
     def __init__(self, seg, bt, float_outs, diff, n_outputs):
         self.seg, self.bt, self.float_outs, self.diff = seg, bt, float_outs, diff
         self.n_outputs = n_outputs
+        self._deferred = _UNSET
+
+    def deferred(self, outside: frozenset):
+        """The Deferred backward of this plan's segment that factors the gradients of
+        the diff positions in `outside` (inputs from outside the loop) it can, or None;
+        built once per compiled backward and set of positions."""
+        if self._deferred is _UNSET:
+            self._deferred = {}
+        d = self._deferred.get(outside, _UNSET)
+        if d is _UNSET:
+            bt = self.bt
+            built = _DEFERRED.setdefault(bt, {}) if bt is not None else {}
+            d = built.get(outside, _UNSET)
+            if d is _UNSET:
+                d = built[outside] = Deferred.build(bt, outside) if bt is not None else None
+            self._deferred[outside] = d
+        return d
+
+
+_UNSET = object()
+_DEFERRED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class LoopTape:
@@ -146,7 +170,7 @@ class ScriptLoopBackward(Node):
                     f"{c[0]}; expected version {v} instead.")
         if STATE.grad_enabled:  # create_graph: differentiable in the loop's inputs
             return self._replay(grads)
-        acc = _Accumulator()
+        acc, sums = _Accumulator(), _Sums()
         for t, g in zip(self.outputs, grads):
             if g is not None:
                 acc.add(id(t._data), g)
@@ -166,6 +190,19 @@ class ScriptLoopBackward(Node):
             tensors = [_make(a) for a in ins]
             stats, bt = plan.seg.stats, plan.bt
             result = None
+            d = plan.deferred(frozenset(j for j, i in enumerate(plan.diff)
+                                        if id(ins[i]) in keys))
+            if d is not None:
+                saved = [_make(a) for a in results[plan.n_outputs:]]
+                got = d.run(tensors, saved, out_grads)
+                if got is not None:
+                    stats["backward_kernels"] += 1
+                    now, factors = got
+                    for j, g in now:
+                        acc.add(keys.get(id(ins[plan.diff[j]]), id(ins[plan.diff[j]])), g)
+                    for j, form, parts in factors:
+                        sums.add(keys[id(ins[plan.diff[j]])], form, parts)
+                    continue
             if bt is not None:
                 result = bt.run_backward(tensors, [_make(a) for a in results[plan.n_outputs:]],
                                          out_grads)
@@ -179,6 +216,7 @@ class ScriptLoopBackward(Node):
             for i, g in zip(plan.diff, result):
                 if g is not None:
                     acc.add(keys.get(id(ins[i]), id(ins[i])), g)
+        sums.finish(acc)
         return tuple(acc.pop(-1 - k) for k in range(len(self.inputs)))
 
     def _replay(self, grads):
@@ -243,3 +281,100 @@ class _Accumulator:
     def pop(self, key: int):
         self.owned.discard(key)
         return self.grads.pop(key, None)
+
+
+class Deferred:
+    """A segment's compiled backward that leaves the sum over the loop's iterations of
+    its invariants' weight-like gradients to the loop: where an invariant's gradient is
+    a product `x @ y` of per-iteration matrices (a weight's gradient `h^T @ g`) or a sum
+    over rows `sum_to(y)` (a bias's), each iteration returns the factors instead, and
+    the loop computes one product of the stacked factors at the end (a matrix product
+    over every step, instead of one outer product and one in-place sum per step)."""
+
+    __slots__ = ("runner", "guards", "float_outs", "forms")
+
+    @staticmethod
+    def build(bt, outside: frozenset):
+        import dataclasses
+
+        from ..ir.passes import PassManager
+        from .autodiff import _runner
+
+        g = bt.recorded
+        producer = {v: n for n in g.nodes for v in n.outputs}
+
+        def through_detach(v):
+            n = producer.get(v)
+            while n is not None and n.op == "detach":
+                v = n.inputs[0]
+                n = producer.get(v)
+            return v, n
+
+        outputs, forms, factored = [], [], []
+        for j, v in enumerate(g.outputs):
+            inner, n = through_detach(v)
+            if j not in outside:
+                n = None  # a gradient the loop needs at once (a carried value's)
+            if n is not None and n.op == "matmul" and all(
+                    isinstance(x, Value) and len(x.shape) == 2 for x in n.inputs):
+                forms.append(("mm", len(outputs), len(outputs) + 1, None))
+                outputs += list(n.inputs)
+                factored.append(j)
+            elif n is not None and n.op == "sum_to" and isinstance(n.inputs[0], Value) and \
+                    len(n.inputs[0].shape) == 2 and len(n.attrs["shape"]) in (1, 2):
+                forms.append(("sum", len(outputs), None, tuple(n.attrs["shape"])))
+                outputs.append(n.inputs[0])
+                factored.append(j)
+            else:
+                forms.append(("now", len(outputs), None, None))
+                outputs.append(v)
+        if not factored:
+            return None
+        graph = dataclasses.replace(g, outputs=outputs)
+        final = PassManager().run(graph)[-1][1]
+        d = Deferred()
+        d.runner = _runner(final, bt.bwd_runner_backend, bt.bindings)
+        d.guards, d.float_outs = bt.guards, bt.float_outs
+        d.forms = forms
+        return d
+
+    def run(self, inputs: list, saved: list, grad_outputs: list):
+        """([(diff position, gradient)], [(diff position, form, factor arrays)]), or None
+        if a size guard does not hold."""
+        grads = [grad_outputs[k] for k in self.float_outs]
+        if not self.guards.check(*inputs, *grads):
+            return None
+        outs = self.runner(list(inputs) + grads + list(saved))
+        now, factors = [], []
+        for j, (form, a, b, shape) in enumerate(self.forms):
+            if form == "now":
+                now.append((j, outs[a]))
+            elif form == "mm":
+                factors.append((j, ("mm", None), (outs[a]._data, outs[b]._data)))
+            else:
+                factors.append((j, ("sum", shape), (outs[a]._data,)))
+        return now, factors
+
+
+class _Sums:
+    """Factors of deferred gradients by (value key, form); `finish` adds each sum."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self):
+        self.parts: dict = {}
+
+    def add(self, key: int, form: tuple, parts: tuple) -> None:
+        self.parts.setdefault((key, form), []).append(parts)
+
+    def finish(self, acc: _Accumulator) -> None:
+        from ..ops import OPS
+
+        for (key, (kind, shape)), parts in self.parts.items():
+            if kind == "mm":  # sum of x_t @ y_t = [x_1 ... x_T] @ [y_1; ...; y_T]
+                x = np.concatenate([p[0] for p in parts], axis=1)
+                y = np.concatenate([p[1] for p in parts], axis=0)
+                total = OPS.matmul.impl(x, y)
+            else:
+                total = OPS.sum_to.impl(np.concatenate([p[0] for p in parts], axis=0), shape)
+            acc.add(key, _make(np.ascontiguousarray(total)))
