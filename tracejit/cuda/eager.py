@@ -1,9 +1,11 @@
 """Eager ops on CUDA tensors.
 
 An elementwise op runs as a kernel: the one-op region of the op table's entry, planned
-and rendered for CUDA like a fused region; a 2-D float matmul runs the tiled kernel. Every
-other op copies its operands to the host, runs its numpy implementation and copies the
-result back: correct, slow, and counted (`tj.cuda.stats()["host_round_trips"]`).
+and rendered for CUDA like a fused region; a 2-D float matmul runs the tiled kernel;
+reductions over the last dimension or everything run as row kernels; expand, gather,
+scatter_add and sum_to as strided kernels (cuda/indexing.py). Every other op copies its
+operands to the host, runs its numpy implementation and copies the result back:
+correct, slow, and counted (`tj.cuda.stats()["host_round_trips"]`).
 
 Views of CUDA tensors (reshape, slicing, transpose, ...) are copies so far. Without
 in-place updates a copy cannot be told from a view, so an in-place op on a CUDA tensor
@@ -106,7 +108,10 @@ def _kernel_operands(op, args, out_dtype):
     if op.dtype_rule == COMPARE:  # a comparison: a number of the tensor's kind is exact
         fits = numbers and (dtype.category == 2 or all(type(s) is int for s in scalars))
     else:
-        fits = numbers and dtype is out_dtype and dtype.category == 2
+        fits = numbers and dtype is out_dtype and (  # an int next to an int tensor: exact
+            dtype.category == 2 or (dtype.category == 1 and all(
+                type(s) is int and np.iinfo(dtype.np).min <= s <= np.iinfo(dtype.np).max
+                for s in scalars)))
     if scalars and not fits:
         return None
     operands = []
@@ -156,6 +161,14 @@ def compute(op, args, attrs):
         out = _device_column_sum(op, args[0], attrs)
         if out is not None:
             return out
+    if op in _INDEX_OPS and all(isinstance(a, Tensor) and memory.is_device_array(a._data)
+                                for a in args):
+        from . import indexing
+
+        out = getattr(indexing, _INDEX_OPS[op])(*[a._data for a in args], **attrs)
+        if out is not None:
+            STATS["kernels"][op.name] += 1
+            return out
     if op in _DEVICE_VIEWS and isinstance(args[0], Tensor):
         out = _device_view(op, args, attrs)
         if out is not None:
@@ -173,6 +186,9 @@ def compute(op, args, attrs):
 _DEVICE_VIEWS = frozenset({OPS.reshape, OPS.squeeze, OPS.unsqueeze, OPS.detach,
                            OPS.transpose, OPS.permute})
 _ANY_ALL = frozenset({OPS.any, OPS.all})
+# broadcasting and index ops as kernels over strided memory (cuda/indexing.py)
+_INDEX_OPS = {OPS.expand: "expand", OPS.gather: "gather", OPS.scatter_add: "scatter_add",
+              OPS.sum_to: "sum_to"}
 
 
 def _device_view(op, args, attrs):

@@ -1,0 +1,261 @@
+"""Index and broadcast ops on the device: expand, gather, scatter_add and the general
+sum_to, as kernels over flat memory with element strides, so that a compiled graph's
+loss (cross-entropy's gather, its backward's scatter_add, a mean's expanded gradient, a
+broadcast bias's summed one) keeps its values on the device.
+
+Each kernel is a grid-stride loop over the flat positions of its iteration space (the
+output, or the index): a position is unravelled into coordinates, and the coordinates
+dotted with the operand's element strides give the element it reads or writes. Operands
+must be contiguous (C or Fortran order, so a 2-D transpose is fine); anything else, and
+other dtypes than the kernels cover, is left to the host round trip (None).
+
+Indices follow the CPU implementations exactly (numpy's): a negative index counts from
+the end, and one outside [-size, size) raises numpy's IndexError, found on the device
+and reported after the kernel (one scalar copied back).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import cuda  # the simulator swaps this name in kernels' globals
+
+from . import memory
+
+_FLOATS = ("float32", "float64")
+
+
+def _flat(a):
+    """(1-D view of a contiguous device array, its element strides), or None."""
+    shape = tuple(a.shape)
+    if a.is_c_contiguous():
+        flat = a.reshape(a.size) if a.ndim != 1 else a
+        strides = _c_strides(shape)
+    elif a.ndim == 2 and a.is_f_contiguous():
+        flat = a.T.reshape(a.size)
+        strides = (1, shape[0])
+    else:
+        return None
+    return flat, strides
+
+
+def _c_strides(shape: tuple) -> tuple:
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
+
+
+def _launch(n: int):
+    from ..backends.numba_cuda import launch_config
+
+    return launch_config(max(n, 1))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels():
+    @cuda.jit
+    def take(out, src, shape, strides):
+        # out[i] = src[sum of i's coordinates over `shape` times `strides`]
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        nd = len(shape)
+        while i < out.size:
+            rem = i
+            pos = 0
+            for k in range(nd):
+                d = nd - 1 - k
+                pos += (rem % shape[d]) * strides[d]
+                rem //= shape[d]
+            out[i] = src[pos]
+            i += step
+
+    @cuda.jit
+    def gather(out, src, index, shape, src_strides, dim, size, error):
+        # out[c] = src[c with c[dim] = index[c]], c over the index's shape
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        nd = len(shape)
+        while i < out.size:
+            k = index[i]
+            if k < 0:
+                k += size
+            if k < 0 or k >= size:
+                error[0] = 1
+                error[1] = index[i]
+                k = 0
+            rem = i
+            pos = 0
+            for j in range(nd):
+                d = nd - 1 - j
+                c = rem % shape[d]
+                rem //= shape[d]
+                pos += (k if d == dim else c) * src_strides[d]
+            out[i] = src[pos]
+            i += step
+
+    @cuda.jit
+    def scatter_add(out, src, index, shape, out_strides, src_strides, dim, size, error):
+        # out[c with c[dim] = index[c]] += src[c], c over the index's shape
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        nd = len(shape)
+        while i < index.size:
+            k = index[i]
+            if k < 0:
+                k += size
+            rem = i
+            pos = 0
+            spos = 0
+            for j in range(nd):
+                d = nd - 1 - j
+                c = rem % shape[d]
+                rem //= shape[d]
+                pos += (k if d == dim else c) * out_strides[d]
+                spos += c * src_strides[d]
+            if k < 0 or k >= size:
+                error[0] = 1
+                error[1] = index[i]
+            else:
+                cuda.atomic.add(out, pos, src[spos])
+            i += step
+
+    @cuda.jit
+    def sum_over(out, src, kept, kept_strides, reduced, reduced_strides, count):
+        # out[o] = sum over r of src[o's offset + r's offset] (float64 partial sums)
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        nk = len(kept)
+        nr = len(reduced)
+        while i < out.size:
+            rem = i
+            base = 0
+            for j in range(nk):
+                d = nk - 1 - j
+                base += (rem % kept[d]) * kept_strides[d]
+                rem //= kept[d]
+            acc = 0.0
+            for r in range(count):
+                rem = r
+                pos = base
+                for j in range(nr):
+                    d = nr - 1 - j
+                    pos += (rem % reduced[d]) * reduced_strides[d]
+                    rem //= reduced[d]
+                acc += src[pos]
+            out[i] = acc
+            i += step
+
+    @cuda.jit
+    def fill_zero(out):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < out.size:
+            out[i] = 0
+            i += step
+
+    return {"take": take, "gather": gather, "scatter_add": scatter_add,
+            "sum_over": sum_over, "fill_zero": fill_zero}
+
+
+def _tuple(x) -> tuple:
+    return tuple(int(v) for v in x) or (1,)  # a 0-d operand: one element at offset 0
+
+
+def expand(a, shape: tuple):
+    """`a` broadcast to `shape` as a new device array, or None."""
+    shape = tuple(shape)
+    got = _flat(a)
+    if got is None or a.dtype.name not in _FLOATS + ("int64", "int32", "bool"):
+        return None
+    flat, strides = got
+    lead = len(shape) - a.ndim
+    src_shape = (1,) * lead + tuple(a.shape)
+    src_strides = (0,) * lead + strides
+    bstrides = tuple(0 if s == 1 and n != 1 else st
+                     for s, n, st in zip(src_shape, shape, src_strides))
+    out = memory.empty(shape, a.dtype)
+    n = math.prod(shape)
+    if n:
+        blocks, threads = _launch(n)
+        _kernels()["take"][blocks, threads](out.reshape(n), flat, _tuple(shape),
+                                            _tuple(bstrides) if shape else (0,))
+    return out
+
+
+def _check_index(error, size: int, dim: int) -> None:
+    err = error.copy_to_host()
+    if err[0]:
+        raise IndexError(f"index {int(err[1])} is out of bounds for axis {dim} with size "
+                         f"{size}")
+
+
+def gather(x, index, dim: int):
+    """PyTorch's gather on device arrays (the index no longer than x off `dim`), or None."""
+    gx, gi = _flat(x), _flat(index)
+    if gx is None or gi is None or not index.is_c_contiguous() or \
+            x.dtype.name not in _FLOATS + ("int64",) or index.dtype.name != "int64":
+        return None
+    (flat, strides), (iflat, _) = gx, gi
+    shape = tuple(index.shape)
+    out = memory.empty(shape, x.dtype)
+    n = math.prod(shape)
+    error = cuda.to_device(np.zeros(2, np.int64))
+    if n:
+        blocks, threads = _launch(n)
+        _kernels()["gather"][blocks, threads](out.reshape(n), flat, iflat, _tuple(shape),
+                                              _tuple(strides), dim, int(x.shape[dim]),
+                                              error)
+        _check_index(error, int(x.shape[dim]), dim)
+    return out
+
+
+def scatter_add(src, index, dim: int, shape: tuple):
+    """zeros(shape) with src added at index along dim (atomically), or None."""
+    gs, gi = _flat(src), _flat(index)
+    shape = tuple(shape)
+    if gs is None or gi is None or not index.is_c_contiguous() or \
+            src.dtype.name not in _FLOATS or index.dtype.name != "int64":
+        return None
+    (sflat, sstrides), (iflat, _) = gs, gi
+    out = memory.empty(shape, src.dtype)
+    n = math.prod(shape)
+    k = _kernels()
+    if n:
+        blocks, threads = _launch(n)
+        k["fill_zero"][blocks, threads](out.reshape(n))
+    m = int(index.size)
+    error = cuda.to_device(np.zeros(2, np.int64))
+    if m and n:
+        blocks, threads = _launch(m)
+        k["scatter_add"][blocks, threads](out.reshape(n), sflat, iflat,
+                                          _tuple(index.shape), _tuple(_c_strides(shape)),
+                                          _tuple(sstrides), dim, int(shape[dim]), error)
+        _check_index(error, int(shape[dim]), dim)
+    return out
+
+
+def sum_to(x, shape: tuple):
+    """x summed down to `shape` (the reverse of broadcasting), or None."""
+    got = _flat(x)
+    shape = tuple(shape)
+    if got is None or x.dtype.name not in _FLOATS or len(shape) > x.ndim:
+        return None
+    flat, strides = got
+    xs = tuple(int(s) for s in x.shape)
+    lead = x.ndim - len(shape)
+    target = (1,) * lead + shape
+    kept = [(s, st) for s, t, st in zip(xs, target, strides) if not (t == 1 and s != 1)]
+    reduced = [(s, st) for s, t, st in zip(xs, target, strides) if t == 1 and s != 1]
+    out = memory.empty(shape, x.dtype)
+    n = math.prod(shape)
+    count = math.prod(s for s, _ in reduced)
+    if n:
+        blocks, threads = _launch(n)
+        _kernels()["sum_over"][blocks, threads](
+            out.reshape(n), flat, _tuple(s for s, _ in kept), _tuple(st for _, st in kept)
+            if kept else (0,), _tuple(s for s, _ in reduced),
+            _tuple(st for _, st in reduced) if reduced else (0,), count)
+    return out
