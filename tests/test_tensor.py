@@ -314,3 +314,28 @@ def test_detach_shares_data_and_version():
     d[0] = 5
     assert x[0].item() == 5
     assert x._version == 1
+
+
+def test_random_creation_draws_from_a_given_generator():
+    a = tj.randn(4, generator=tj.Generator().manual_seed(3))
+    b = tj.randn(4, generator=tj.Generator().manual_seed(3))
+    assert tj.equal(a, b)
+    g = tj.Generator().manual_seed(3)
+    first, second = tj.rand(3, generator=g), tj.rand(3, generator=g)
+    assert not tj.equal(first, second)  # the generator advances
+    tj.manual_seed(0)
+    tj.randn(4, generator=tj.Generator().manual_seed(3))
+    after = tj.randn(2)
+    tj.manual_seed(0)
+    assert tj.equal(after, tj.randn(2))  # the global generator was not used
+
+
+def test_a_trace_draws_from_its_generator_on_every_call():
+    g = tj.Generator().manual_seed(1)
+    f = tj.trace(lambda x: x + tj.randn(3, generator=g), (tj.zeros(3),), backend="numba")
+    g.manual_seed(7)
+    got = [f(tj.zeros(3)) for _ in range(2)]
+    g.manual_seed(7)
+    want = [tj.randn(3, generator=g) for _ in range(2)]
+    for a, b in zip(got, want):
+        assert tj.allclose(a, b)

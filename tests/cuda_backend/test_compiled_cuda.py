@@ -70,3 +70,90 @@ def test_a_scripted_branch_and_loop_on_cuda_tensors():
             np.testing.assert_allclose(got.cpu().numpy(), f(x.abs() * sign, n).numpy(),
                                        rtol=1e-5, atol=1e-6)
     assert any(tr.backend == "cuda" for tr in f.traces)
+
+
+def test_a_traced_softmax_loss_forward_and_backward_on_the_device():
+    def loss(x, g):
+        return (x.softmax(-1) * g).sum()
+
+    g = tj.randn(7)
+    xs = [tj.randn(3, 7).requires_grad_(), tj.randn(5, 7).requires_grad_()]
+    traced = tj.trace(loss, (xs[0].detach().cuda().requires_grad_(), g.cuda()))
+    trips = dict(tj.cuda.stats()["host_round_trips"])
+    for x in xs:
+        want = loss(x, g)
+        want.backward()
+        dx = x.detach().cuda().requires_grad_()
+        got = traced(dx, g.cuda())
+        got.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(dx.grad.cpu().numpy(), x.grad.numpy(), rtol=1e-4,
+                                   atol=1e-6)
+    assert traced.stats["compiles"] == 1
+    assert tj.cuda.stats()["host_round_trips"] == trips
+
+
+def _rnn_loss(cell, xs, h):
+    for t in range(xs.shape[0]):
+        h = cell(xs[t], h)
+    return (h * h).mean()
+
+
+def test_a_variable_length_rnn_with_a_traced_cell_on_the_device():
+    tj.manual_seed(1)
+    cell = nn.RNNCell(3, 4)
+    want_grads = []
+    for n in (2, 4):
+        xs = tj.randn(n, 2, 3, generator=tj.Generator().manual_seed(n))
+        cell.zero_grad()
+        _rnn_loss(cell, xs, tj.zeros(2, 4)).backward()
+        want_grads.append(_grads(cell))
+    cell.cuda()
+    step = tj.trace(cell, (tj.randn(2, 3).cuda(), tj.zeros(2, 4).cuda()))
+    compiles = []
+    for n, want in zip((2, 4), want_grads):
+        xs = tj.randn(n, 2, 3, generator=tj.Generator().manual_seed(n))
+        cell.zero_grad()
+        loss = _rnn_loss(step, xs.cuda(), tj.zeros(2, 4).cuda())
+        assert loss.device.type == "cuda"
+        loss.backward()
+        for g, h in zip(_grads(cell), want):
+            np.testing.assert_allclose(g, h, rtol=1e-4, atol=1e-6)
+        compiles.append(step.stats["compiles"])
+    # two traces (the first step's state needs no gradient, the later ones' do), and a
+    # longer sequence needs no other
+    assert compiles == [2, 2] and step.stats["backward_replays"] == 0
+
+
+def test_a_scripted_per_sample_rnn_on_the_device():
+    tj.manual_seed(2)
+
+    class PerSample(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.RNN(3, 4)
+
+        def forward(self, x, lengths):
+            outs = []
+            for i in range(x.shape[0]):
+                n = int(lengths[i])
+                out, h = self.rnn(x[i, :n].unsqueeze(1))
+                outs.append(h[0, 0])
+            return tj.stack(outs).sum()
+
+    model = PerSample()
+    x, lengths = tj.randn(2, 3, 3), tj.tensor([3, 1])
+    want = model(x, lengths)
+    want.backward()
+    want_grads = _grads(model)
+    model.zero_grad()
+    model.cuda()
+    scripted = tj.script(model)
+    for _ in range(2):  # the first call records, the second runs the program
+        model.zero_grad()
+        got = scripted(x.cuda(), lengths.cuda())
+        got.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5, atol=1e-6)
+        for g, h in zip(_grads(model), want_grads):
+            np.testing.assert_allclose(g, h, rtol=1e-4, atol=1e-6)
+    assert scripted.stats["compiles"] == 1

@@ -216,3 +216,17 @@ def test_comparisons_where_any_all_and_column_sums_stay_on_the_device():
         assert got.device.type == "cuda"
         np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
     assert tj.cuda.stats()["host_round_trips"] == trips
+
+
+def test_a_square_matrix_transposes_on_the_device():
+    # the transpose of a square matrix has the matrix's shape: decided by the dims
+    x = tj.randn(4, 4)
+    gx = x.cuda()
+    np.testing.assert_array_equal(gx.t().cpu().numpy(), x.t().numpy())
+    np.testing.assert_array_equal(gx.transpose(0, 1).cpu().numpy(), x.transpose(0, 1).numpy())
+    np.testing.assert_array_equal(gx.transpose(1, 1).cpu().numpy(), x.numpy())
+    np.testing.assert_array_equal(gx.permute(1, 0).cpu().numpy(), x.permute(1, 0).numpy())
+    np.testing.assert_array_equal(gx.permute(0, 1).cpu().numpy(), x.numpy())
+    h, u = tj.randn(2, 4), tj.randn(4, 4)
+    np.testing.assert_allclose((h.cuda() @ u.cuda().t()).cpu().numpy(), (h @ u.t()).numpy(),
+                               rtol=1e-5, atol=1e-6)

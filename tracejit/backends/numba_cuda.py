@@ -151,7 +151,7 @@ def _contiguous(a) -> bool:
 # a tree over the block's shared memory combines the threads' partials (max and min
 # propagate NaN there as in the loop); the output pass writes each thread's columns.
 # Sums over rows are two-stage, as on the CPU: block `c` adds its rows into row `c` of a
-# [blocks, N] float64 accumulator, which the host then sums over its rows.
+# [blocks, N] float64 accumulator, which a second kernel sums over its rows.
 
 _COMBINE = {"+": "{a} + {b}", "+/n": "{a} + {b}", "*": "{a} * {b}",
             "max": "{b} if ({b} > {a} or {b} != {b}) else {a}",
@@ -221,9 +221,8 @@ def render_row(plan, threads: int) -> str:
 
 
 class CudaRowKernel:
-    """A compiled row region on the device: call `run` with device arrays whose shapes
-    are the row frame's (the host program's broadcasting is not done on the device yet:
-    a smaller per-element input is Unsupported)."""
+    """A compiled row region on the device: call `run` with device arrays (an input
+    smaller than the row frame is broadcast to it on the device first)."""
 
     def __init__(self, region: Graph):
         from ..codegen.plan import is_column_value, is_reduction, is_row_value, plan_row
@@ -260,22 +259,28 @@ class CudaRowKernel:
         rows = math.prod(lead)
         if rows * n == 0:
             raise Unsupported("an empty row frame")
+        from ..cuda import indexing
+
         ins = []
         for a, kind in zip(arrays, self.input_kinds):
             shape = tuple(a.shape)
             if kind == "element" and shape != tuple(full):
-                raise Unsupported("a per-element input smaller than the row frame")
+                a = indexing.expand(a, tuple(full))  # broadcast on the device
+            elif kind == "row" and a.size != rows:
+                a = indexing.expand(a, lead + (1,))
+            if a is None:
+                raise Unsupported("an input the device cannot broadcast to the row frame")
             ins.append(a.reshape(rows, n) if kind == "element" else a.reshape(n)
                        if kind == "column" else a.reshape(rows, 1))
         blocks = max(1, min(rows, 4 if simulated() else 1024))
-        outs = [cuda.to_device(np.zeros((blocks, n), np.float64)) if kind == "summed" else
+        outs = [indexing.zeros((blocks, n), np.float64) if kind == "summed" else
                 cuda.device_array((rows, 1 if kind == "row" else n), d)
                 for d, kind, _ in self.outputs]
         self.module.row[blocks, self.threads](rows, n, *outs, *ins, *zs)
         results = []
         for o, (d, kind, rank) in zip(outs, self.outputs):
-            if kind == "summed":  # the host sums the blocks' partial rows
-                results.append(cuda.to_device(o.copy_to_host().sum(0).astype(d)))
+            if kind == "summed":  # the blocks' partial rows summed on the device
+                results.append(indexing.sum_to(o, (n,), dtype=d))
             else:
                 results.append(o.reshape(lead + ((n,) if kind == "element" else (1,)
                                                  if rank == len(full) else ())))

@@ -198,10 +198,13 @@ def _device_view(op, args, attrs):
     a = args[0]._data
     shape = tuple(op.infer(*[aval_of(x) for x in args], **attrs).shape)
     if op is OPS.transpose or op is OPS.permute:
-        if a.ndim != 2 or shape != tuple(a.shape)[::-1]:
+        if a.ndim != 2:
             return None  # Numba's device arrays transpose two dimensions only
+        # (by the dims, not the shapes: a square matrix's transpose has its shape)
+        swap = attrs["dim0"] % 2 != attrs["dim1"] % 2 if op is OPS.transpose else \
+            tuple(d % 2 for d in attrs["dims"]) == (1, 0)
         STATS["kernels"][op.name] += 1
-        return a.T if shape != tuple(a.shape) else a
+        return a.T if swap else a
     if not a.is_c_contiguous():
         return None
     STATS["kernels"][op.name] += 1

@@ -220,12 +220,9 @@ def scatter_add(src, index, dim: int, shape: tuple):
             src.dtype.name not in _FLOATS or index.dtype.name != "int64":
         return None
     (sflat, sstrides), (iflat, _) = gs, gi
-    out = memory.empty(shape, src.dtype)
+    out = zeros(shape, src.dtype)
     n = math.prod(shape)
     k = _kernels()
-    if n:
-        blocks, threads = _launch(n)
-        k["fill_zero"][blocks, threads](out.reshape(n))
     m = int(index.size)
     error = cuda.to_device(np.zeros(2, np.int64))
     if m and n:
@@ -237,8 +234,19 @@ def scatter_add(src, index, dim: int, shape: tuple):
     return out
 
 
-def sum_to(x, shape: tuple):
-    """x summed down to `shape` (the reverse of broadcasting), or None."""
+def zeros(shape: tuple, dtype):
+    """A device array of zeros made on the device."""
+    out = memory.empty(tuple(shape), dtype)
+    n = math.prod(tuple(shape))
+    if n:
+        blocks, threads = _launch(n)
+        _kernels()["fill_zero"][blocks, threads](out.reshape(n))
+    return out
+
+
+def sum_to(x, shape: tuple, dtype=None):
+    """x summed down to `shape` (the reverse of broadcasting), in `dtype` (x's by
+    default; the sums are float64), or None."""
     got = _flat(x)
     shape = tuple(shape)
     if got is None or x.dtype.name not in _FLOATS or len(shape) > x.ndim:
@@ -249,7 +257,7 @@ def sum_to(x, shape: tuple):
     target = (1,) * lead + shape
     kept = [(s, st) for s, t, st in zip(xs, target, strides) if not (t == 1 and s != 1)]
     reduced = [(s, st) for s, t, st in zip(xs, target, strides) if t == 1 and s != 1]
-    out = memory.empty(shape, x.dtype)
+    out = memory.empty(shape, x.dtype if dtype is None else dtype)
     n = math.prod(shape)
     count = math.prod(s for s, _ in reduced)
     if n:

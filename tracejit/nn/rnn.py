@@ -60,7 +60,7 @@ class _CellBase(Module):
 
     def _zeros(self, input):
         shape = (input.shape[0], self.hidden_size) if input.ndim == 2 else (self.hidden_size,)
-        return zeros(*shape, dtype=input.dtype)
+        return zeros(*shape, dtype=input.dtype, device=input.device)
 
     def _step(self, input, state):
         return _cell(self.mode, input, state, self.weight_ih, self.weight_hh, self.bias_ih,
@@ -150,7 +150,7 @@ class _RNNBase(Module):
                 hx = (T.unsqueeze(hx[0], 1), T.unsqueeze(hx[1], 1)) if lstm else \
                     T.unsqueeze(hx, 1)
         x = T.transpose(input, 0, 1) if self.batch_first else input
-        hx = self._initial_state(hx, x.shape[1], x.dtype)
+        hx = self._initial_state(hx, x.shape[1], x)
         final_h, final_c = [], []
         layer_in = x
         for layer in range(self.num_layers):
@@ -189,10 +189,12 @@ class _RNNBase(Module):
         h_n = T.stack(final_h, 0)
         return (h_n, T.stack(final_c, 0)) if self.mode == "LSTM" else h_n
 
-    def _initial_state(self, hx, batch, dtype):
+    def _initial_state(self, hx, batch, like):
+        """hx, or zeros of like's dtype on like's device."""
         if hx is None:
             dirs = 2 if self.bidirectional else 1
-            h0 = zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=dtype)
+            h0 = zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=like.dtype,
+                       device=like.device)
             return (h0, h0) if self.mode == "LSTM" else h0
         return hx
 
@@ -212,7 +214,7 @@ class _RNNBase(Module):
     def _forward_packed(self, input, hx):
         lstm = self.mode == "LSTM"
         data, batch_sizes = input.data, input.batch_sizes
-        hx = self._initial_state(hx, int(batch_sizes[0]), data.dtype)
+        hx = self._initial_state(hx, int(batch_sizes[0]), data)
         if input.sorted_indices is not None:  # the caller's order -> sorted
             idx = input.sorted_indices
             hx = (T.index_select(hx[0], 1, idx), T.index_select(hx[1], 1, idx)) if lstm \

@@ -44,14 +44,16 @@ def _arange(start, end, step, dtype):
     return np.arange(start, end, step, dtype=dtype.np)
 
 
-def _rand(shape, dtype):
-    return GENERATOR.rng.random(shape, dtype=np.float64 if dtype.np == np.float64
-                                else np.float32).astype(dtype.np, copy=False)
+def _rand(shape, dtype, generator=None):
+    rng = (generator or GENERATOR).rng
+    return rng.random(shape, dtype=np.float64 if dtype.np == np.float64
+                      else np.float32).astype(dtype.np, copy=False)
 
 
-def _randn(shape, dtype):
-    return GENERATOR.rng.standard_normal(shape, dtype=np.float64 if dtype.np == np.float64
-                                         else np.float32).astype(dtype.np, copy=False)
+def _randn(shape, dtype, generator=None):
+    rng = (generator or GENERATOR).rng
+    return rng.standard_normal(shape, dtype=np.float64 if dtype.np == np.float64
+                               else np.float32).astype(dtype.np, copy=False)
 
 
 def _randint(low, high, shape, dtype):
@@ -76,8 +78,10 @@ register("eye", CREATION, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),
 register("linspace", CREATION, lambda start, end, steps, dtype: np.linspace(
     start, end, steps, dtype=dtype.np), lambda start, end, steps, dtype: AVal((steps,), dtype),
     arity=0)
-register("rand", RANDOM, _rand, lambda shape, dtype: AVal(tuple(shape), dtype), arity=0)
-register("randn", RANDOM, _randn, lambda shape, dtype: AVal(tuple(shape), dtype), arity=0)
+register("rand", RANDOM, _rand, lambda shape, dtype, generator=None: AVal(tuple(shape), dtype),
+         arity=0)
+register("randn", RANDOM, _randn, lambda shape, dtype, generator=None: AVal(tuple(shape),
+                                                                              dtype), arity=0)
 register("randperm", RANDOM, lambda n, dtype: GENERATOR.rng.permutation(n).astype(
     dtype.np), lambda n, dtype: AVal((n,), dtype), arity=0)
 register("randint", RANDOM, _randint,

@@ -146,12 +146,19 @@ def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+def _generator(generator) -> dict:
+    """The attribute naming a generator of the user's (none for the global one)."""
+    return {} if generator is None else {"generator": generator}
+
+
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
-    return _create(OPS.rand, requires_grad, device, shape=_shape_arg(size), dtype=_dtype(dtype))
+    return _create(OPS.rand, requires_grad, device, shape=_shape_arg(size), dtype=_dtype(dtype),
+                   **_generator(generator))
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
-    return _create(OPS.randn, requires_grad, device, shape=_shape_arg(size), dtype=_dtype(dtype))
+    return _create(OPS.randn, requires_grad, device, shape=_shape_arg(size), dtype=_dtype(dtype),
+                   **_generator(generator))
 
 
 def randint(low, high=None, size=(), *, dtype=None, device=None) -> Tensor:
