@@ -149,10 +149,13 @@ def test_a_scripted_per_sample_rnn_on_the_device():
     model.zero_grad()
     model.cuda()
     scripted = tj.script(model)
-    for _ in range(2):  # the first call records, the second runs the program
+    for call in range(2):  # the first call records, the second runs the program
         model.zero_grad()
+        trips = dict(tj.cuda.stats()["host_round_trips"])
         got = scripted(x.cuda(), lengths.cuda())
         got.backward()
+        if call:  # slicing, the steps, the stack and their gradients: all on the device
+            assert tj.cuda.stats()["host_round_trips"] == trips
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5, atol=1e-6)
         for g, h in zip(_grads(model), want_grads):
             np.testing.assert_allclose(g, h, rtol=1e-4, atol=1e-6)

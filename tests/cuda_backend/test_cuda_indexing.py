@@ -88,3 +88,39 @@ def test_cross_entropy_and_its_gradient_stay_on_the_device():
     np.testing.assert_allclose(g.grad.cpu().numpy(), logits.grad.numpy(), rtol=1e-5,
                                atol=1e-6)
     assert trips() == before
+
+
+@pytest.mark.parametrize("index", [(1,), (slice(1, 3),), (Ellipsis, 2), (-1, slice(None, None, 2)),
+                                   (None, 0), (slice(None), slice(2, 0, -1)), (0, 1)])
+def test_basic_indexing_and_its_gradient(index):
+    x = tj.randn(3, 4)
+    want = x.clone().requires_grad_()
+    w = want[index]
+    (w * w).sum().backward()
+    g = x.cuda().requires_grad_()
+    before = trips()
+    got = g[index]
+    (got * got).sum().backward()
+    np.testing.assert_array_equal(got.detach().cpu().numpy(), w.detach().numpy())
+    np.testing.assert_allclose(g.grad.cpu().numpy(), want.grad.numpy(), rtol=1e-6)
+    assert trips() == before
+
+
+def test_an_index_out_of_range_raises_numpy_s_error():
+    x = tj.randn(3, 4)
+    with pytest.raises(IndexError) as cpu:
+        x[5]
+    with pytest.raises(IndexError) as dev:
+        x.cuda()[5]
+    assert str(dev.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cat_and_stack(dim):
+    a, b = tj.randn(2, 3), tj.randn(2, 3)
+    before = trips()
+    np.testing.assert_array_equal(tj.cat([a.cuda(), b.cuda()], dim).cpu().numpy(),
+                                  tj.cat([a, b], dim).numpy())
+    np.testing.assert_array_equal(tj.stack([a.cuda(), b.cuda()], dim).cpu().numpy(),
+                                  tj.stack([a, b], dim).numpy())
+    assert trips() == before

@@ -188,7 +188,8 @@ _DEVICE_VIEWS = frozenset({OPS.reshape, OPS.squeeze, OPS.unsqueeze, OPS.detach,
 _ANY_ALL = frozenset({OPS.any, OPS.all})
 # broadcasting and index ops as kernels over strided memory (cuda/indexing.py)
 _INDEX_OPS = {OPS.expand: "expand", OPS.gather: "gather", OPS.scatter_add: "scatter_add",
-              OPS.sum_to: "sum_to"}
+              OPS.sum_to: "sum_to", OPS.getitem: "getitem", OPS.index_scatter: "index_scatter",
+              OPS.cat: "cat"}
 
 
 def _device_view(op, args, attrs):
@@ -220,9 +221,11 @@ def _device_reduce(op, x, attrs):
 
     a = x._data
     dims = attrs.get("dim")  # (keepdim only changes the shape, from the shape rule)
-    if a.ndim == 0 or a.size == 0 or not a.is_c_contiguous():
+    if a.size == 0 or not a.is_c_contiguous():
         return None
-    if dims is None or tuple(sorted(dims)) == tuple(range(a.ndim)):
+    if a.ndim == 0:
+        rows = a.reshape(1, 1)
+    elif dims is None or tuple(sorted(dims)) == tuple(range(a.ndim)):
         rows = a.reshape(1, a.size)
     elif tuple(dims) == (a.ndim - 1,):
         n = tuple(a.shape)[-1]

@@ -57,19 +57,35 @@ def _launch(n: int):
 @functools.lru_cache(maxsize=None)
 def _kernels():
     @cuda.jit
-    def take(out, src, shape, strides):
-        # out[i] = src[sum of i's coordinates over `shape` times `strides`]
+    def take(out, src, shape, strides, offset):
+        # out[i] = src[offset + i's coordinates over `shape` dotted with `strides`]
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         nd = len(shape)
         while i < out.size:
             rem = i
-            pos = 0
+            pos = offset
             for k in range(nd):
                 d = nd - 1 - k
                 pos += (rem % shape[d]) * strides[d]
                 rem //= shape[d]
             out[i] = src[pos]
+            i += step
+
+    @cuda.jit
+    def put(out, src, shape, strides, offset):
+        # out[offset + i's coordinates over `shape` dotted with `strides`] = src[i]
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        nd = len(shape)
+        while i < src.size:
+            rem = i
+            pos = offset
+            for k in range(nd):
+                d = nd - 1 - k
+                pos += (rem % shape[d]) * strides[d]
+                rem //= shape[d]
+            out[pos] = src[i]
             i += step
 
     @cuda.jit
@@ -156,7 +172,7 @@ def _kernels():
             out[i] = 0
             i += step
 
-    return {"take": take, "gather": gather, "scatter_add": scatter_add,
+    return {"take": take, "put": put, "gather": gather, "scatter_add": scatter_add,
             "sum_over": sum_over, "fill_zero": fill_zero}
 
 
@@ -181,7 +197,7 @@ def expand(a, shape: tuple):
     if n:
         blocks, threads = _launch(n)
         _kernels()["take"][blocks, threads](out.reshape(n), flat, _tuple(shape),
-                                            _tuple(bstrides) if shape else (0,))
+                                            _tuple(bstrides) if shape else (0,), 0)
     return out
 
 
@@ -266,4 +282,107 @@ def sum_to(x, shape: tuple, dtype=None):
             out.reshape(n), flat, _tuple(s for s, _ in kept), _tuple(st for _, st in kept)
             if kept else (0,), _tuple(s for s, _ in reduced),
             _tuple(st for _, st in reduced) if reduced else (0,), count)
+    return out
+
+
+def _basic(shape: tuple, strides: tuple, index):
+    """(offset, shape, element strides) of `x[index]` for an index of ints, slices,
+    Ellipsis and None (numpy's basic indexing), or None for any other index."""
+    index = index if isinstance(index, tuple) else (index,)
+    real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if sum(1 for i in index if i is Ellipsis) > 1 or real > len(shape):
+        return None
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (len(shape) - real) + index[at + 1:]
+    offset, out_shape, out_strides, d = 0, [], [], 0
+    for i in index:
+        if i is None:
+            out_shape.append(1)
+            out_strides.append(0)
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            size = shape[d]
+            k = int(i) + size if i < 0 else int(i)
+            if not 0 <= k < size:
+                return None  # the host path raises the CPU's error
+            offset += k * strides[d]
+            d += 1
+        elif type(i) is slice and all(v is None or isinstance(v, (int, np.integer))
+                                      for v in (i.start, i.stop, i.step)):
+            start, stop, step = i.indices(shape[d])
+            n = len(range(start, stop, step))
+            offset += start * strides[d] if n else 0
+            out_shape.append(n)
+            out_strides.append(strides[d] * step)
+            d += 1
+        else:
+            return None
+    out_shape += shape[d:]
+    out_strides += strides[d:]
+    return offset, tuple(out_shape), tuple(out_strides)
+
+
+def getitem(x, *idx, index):
+    """x[index] for basic indices (ints, slices, Ellipsis, None) as a new device array,
+    or None (tensor indices: the host)."""
+    got = _flat(x)
+    if idx or got is None:
+        return None
+    flat, strides = got
+    view = _basic(tuple(int(s) for s in x.shape), strides, index)
+    if view is None:
+        return None
+    offset, shape, vstrides = view
+    out = memory.empty(shape, x.dtype)
+    n = math.prod(shape)
+    if n:
+        blocks, threads = _launch(n)
+        _kernels()["take"][blocks, threads](out.reshape(n), flat, _tuple(shape),
+                                            _tuple(vstrides) if shape else (0,), offset)
+    return out
+
+
+def index_scatter(g, *idx, shape, index):
+    """zeros(shape) with g written at a basic index (getitem's gradient), or None."""
+    shape = tuple(shape)
+    view = _basic(shape, _c_strides(shape), index)
+    if idx or view is None or g.dtype.name not in _FLOATS:
+        return None
+    offset, vshape, vstrides = view
+    if tuple(g.shape) != vshape:
+        g = expand(g, vshape)  # numpy broadcasts the value to the indexed region
+        if g is None:
+            return None
+    got = _flat(g)
+    if got is None:
+        return None
+    out = zeros(shape, g.dtype)
+    n = math.prod(vshape)
+    if n:
+        blocks, threads = _launch(n)
+        _kernels()["put"][blocks, threads](out.reshape(math.prod(shape)), got[0],
+                                           _tuple(vshape), _tuple(vstrides) if vshape
+                                           else (0,), offset)
+    return out
+
+
+def cat(*xs, dim: int):
+    """The arrays joined along dim (shapes checked by the op's rule), or None."""
+    got = [_flat(x) for x in xs]
+    if any(g is None for g in got) or len({x.dtype for x in xs}) != 1:
+        return None
+    shape = list(int(s) for s in xs[0].shape)
+    shape[dim] = sum(int(x.shape[dim]) for x in xs)
+    shape = tuple(shape)
+    out = memory.empty(shape, xs[0].dtype)
+    strides = _c_strides(shape)
+    flat_out = out.reshape(math.prod(shape)) if math.prod(shape) else None
+    at = 0
+    for x, (flat, _) in zip(xs, got):
+        n = int(x.size)
+        if n:
+            blocks, threads = _launch(n)
+            _kernels()["put"][blocks, threads](flat_out, flat, _tuple(x.shape),
+                                               _tuple(strides), at * strides[dim])
+        at += int(x.shape[dim])
     return out

@@ -108,7 +108,10 @@ def apply(op, *args, **attrs) -> Tensor:
         if not on_device.on_device(args):
             on_device = None
     if on_device is not None:  # computed there; views are copies so far (cuda/eager.py)
-        out = on_device.compute(op, args, attrs)
+        try:
+            out = on_device.compute(op, args, attrs)
+        except (ValueError, TypeError, IndexError) as err:  # as clear as on the CPU
+            _explain(op, args, attrs, err)
     else:
         try:
             out = op.impl(*_arrays(op, args, attrs), **attrs)
