@@ -7,9 +7,15 @@ simulator, then times tracejit's CUDA kernels side by side with a device-to-devi
   backward row kernel (input gradient plus the weight and bias gradients, sums over
   rows).
 
+and then, on CUDA tensors, traced programs against the same code run eagerly on the
+device (and PyTorch CUDA when installed):
+
+- softmax and layer norm forward+backward on 8192x4096 (each loss traced),
+- the MLP 784-512-512-10 SGD training step at batch 4096 (the loss traced: fused
+  forward and compiled backward on the device).
+
 Prints a markdown table for docs/benchmarks.md. Targets on an H100/H200-class GPU:
-fused elementwise >= 80% of the copy bandwidth, softmax >= 70%. (Traced models and the
-MLP training step on CUDA need device tensors, which the backend does not have yet.)
+fused elementwise >= 80% of the copy bandwidth, softmax >= 70%.
 Run: NUMBA_ENABLE_CUDASIM=0 python benchmarks/gpu_check.py [--quick]
 """
 from __future__ import annotations
@@ -119,6 +125,8 @@ def main() -> None:
     bw = 2 * 4 * ROWS * COLS / t
     rows.append((f"layer norm forward {ROWS}x{COLS}", t, bw, bw / copy_bw))
 
+    compiled_rows = compiled_programs(rng)
+
     torch = None
     try:
         import torch
@@ -147,9 +155,100 @@ def main() -> None:
         t = ttimed(lambda: torch.softmax(px, -1))
         rows.append(("PyTorch CUDA softmax", t, 8 * ROWS * COLS / t,
                      8 * ROWS * COLS / t / copy_bw))
+        compiled_rows += torch_programs(torch, ttimed)
     print("\n| what | ms | GB/s | of copy bandwidth |\n|---|---:|---:|---:|")
     for name, t, bw, frac in rows:
         print(f"| {name} | {t * 1e3:.3f} | {bw / 1e9:.0f} | {frac * 100:.0f}% |")
+    print("\n| program on CUDA tensors | ms | vs tracejit eager |\n|---|---:|---:|")
+    eager = {key: t for key, kind, t in compiled_rows if kind == "tracejit eager"}
+    for key, kind, t in compiled_rows:
+        print(f"| {key}: {kind} | {t * 1e3:.3f} | {t / eager[key]:.2f}x |")
+
+
+MLP = (4, 8, 8, 3) if SMOKE else (784, 512, 512, 10)
+MLP_BATCH = 4 if SMOKE else 4096
+# the compiled programs' inputs (the simulator runs every thread in Python: tiny there)
+P_ROWS, P_COLS = (4, 16) if SMOKE else (ROWS, COLS)
+
+
+def compiled_programs(rng) -> list:
+    """(program, contestant, seconds) for traced losses on CUDA tensors and the same
+    code run eagerly on the device."""
+    import tracejit as tj
+    from tracejit import nn
+    from tracejit.nn import functional as F
+
+    out = []
+    repeat = 1 if SMOKE else REPEAT
+    x = tj.from_numpy(rng.standard_normal((P_ROWS, P_COLS)).astype(np.float32)).cuda()
+    g = tj.from_numpy(rng.standard_normal(P_COLS).astype(np.float32)).cuda()
+    w, b = tj.ones(P_COLS, device="cuda"), tj.zeros(P_COLS, device="cuda")
+
+    def softmax_loss(a):
+        return (a.softmax(-1) * g).sum()
+
+    def layer_norm_loss(a):
+        return (F.layer_norm(a, (P_COLS,), w, b) * g).sum()
+
+    for key, fn in ((f"softmax fwd+bwd {P_ROWS}x{P_COLS}", softmax_loss),
+                    (f"layer norm fwd+bwd {P_ROWS}x{P_COLS}", layer_norm_loss)):
+        traced = tj.trace(fn, (x.detach().requires_grad_(),))
+        for kind, f in (("tracejit compiled", traced), ("tracejit eager", fn)):
+            def step(f=f):
+                a = x.detach().requires_grad_()
+                f(a).backward()
+            out.append((key, kind, timed(step, repeat)))
+
+    tj.manual_seed(0)
+    d_in, h1, h2, d_out = MLP
+    model = nn.Sequential(nn.Linear(d_in, h1), nn.ReLU(), nn.Linear(h1, h2), nn.ReLU(),
+                          nn.Linear(h2, d_out)).cuda()
+    opt = tj.optim.SGD(model.parameters(), lr=0.01)
+    lossf = nn.CrossEntropyLoss()
+    xb = tj.randn(MLP_BATCH, d_in).cuda()
+    yb = tj.randint(0, d_out, (MLP_BATCH,)).cuda()
+
+    def loss(a, y):
+        return lossf(model(a), y)
+
+    traced = tj.trace(loss, (xb, yb))
+    key = f"MLP {'-'.join(map(str, MLP))} SGD step, batch {MLP_BATCH}"
+    for kind, f in (("tracejit compiled", traced), ("tracejit eager", loss)):
+        def train_step(f=f):
+            opt.zero_grad()
+            f(xb, yb).backward()
+            opt.step()
+        out.append((key, kind, timed(train_step, repeat)))
+    return out
+
+
+def torch_programs(torch, ttimed) -> list:
+    """The same programs in PyTorch CUDA eager."""
+    out = []
+    x = torch.randn(P_ROWS, P_COLS, device="cuda")
+    g = torch.randn(P_COLS, device="cuda")
+    for key, fn in ((f"softmax fwd+bwd {P_ROWS}x{P_COLS}", lambda a: (a.softmax(-1) * g).sum()),
+                    (f"layer norm fwd+bwd {P_ROWS}x{P_COLS}", lambda a: (
+                        torch.nn.functional.layer_norm(a, (P_COLS,)) * g).sum())):
+        def step(fn=fn):
+            a = x.detach().requires_grad_()
+            fn(a).backward()
+        out.append((key, "PyTorch CUDA eager", ttimed(step)))
+    d_in, h1, h2, d_out = MLP
+    model = torch.nn.Sequential(torch.nn.Linear(d_in, h1), torch.nn.ReLU(),
+                                torch.nn.Linear(h1, h2), torch.nn.ReLU(),
+                                torch.nn.Linear(h2, d_out)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xb = torch.randn(MLP_BATCH, d_in, device="cuda")
+    yb = torch.randint(0, d_out, (MLP_BATCH,), device="cuda")
+
+    def train_step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    out.append((f"MLP {'-'.join(map(str, MLP))} SGD step, batch {MLP_BATCH}",
+                "PyTorch CUDA eager", ttimed(train_step)))
+    return out
 
 
 if __name__ == "__main__":

@@ -216,6 +216,10 @@ def test_the_gpu_check_script_runs():
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| fused GELU * w + b" in r.stdout and "| softmax 8x64" in r.stdout
+    for program in ("softmax fwd+bwd 4x16", "layer norm fwd+bwd 4x16",
+                    "MLP 4-8-8-3 SGD step, batch 4"):
+        assert f"| {program}: tracejit compiled |" in r.stdout, r.stdout
+        assert f"| {program}: tracejit eager | " in r.stdout
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 3, 7), (9, 13, 6), (4, 0, 3)])
