@@ -54,6 +54,42 @@ def _launch(n: int):
     return launch_config(max(n, 1))
 
 
+@cuda.jit(device=True)
+def position(i, shape, strides, base):
+    """base + the coordinates of flat position i over `shape`, dotted with `strides`."""
+    nd = len(shape)
+    pos = base
+    rem = i
+    for k in range(nd):
+        d = nd - 1 - k
+        pos += (rem % shape[d]) * strides[d]
+        rem //= shape[d]
+    return pos
+
+
+@cuda.jit(device=True)
+def position_at(i, shape, strides, dim, k):
+    """As `position` (from 0), with the coordinate along `dim` replaced by k."""
+    nd = len(shape)
+    pos = 0
+    rem = i
+    for j in range(nd):
+        d = nd - 1 - j
+        c = rem % shape[d]
+        rem //= shape[d]
+        pos += (k if d == dim else c) * strides[d]
+    return pos
+
+
+@cuda.jit(device=True)
+def wrapped(k, size):
+    """An index counted from the end when negative (numpy's), or -1 when outside
+    [-size, size)."""
+    if k < 0:
+        k += size
+    return k if 0 <= k < size else -1
+
+
 @functools.lru_cache(maxsize=None)
 def _kernels():
     @cuda.jit
@@ -61,15 +97,8 @@ def _kernels():
         # out[i] = src[offset + i's coordinates over `shape` dotted with `strides`]
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < out.size:
-            rem = i
-            pos = offset
-            for k in range(nd):
-                d = nd - 1 - k
-                pos += (rem % shape[d]) * strides[d]
-                rem //= shape[d]
-            out[i] = src[pos]
+            out[i] = src[position(i, shape, strides, offset)]
             i += step
 
     @cuda.jit
@@ -77,15 +106,8 @@ def _kernels():
         # out[offset + i's coordinates over `shape` dotted with `strides`] = src[i]
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < src.size:
-            rem = i
-            pos = offset
-            for k in range(nd):
-                d = nd - 1 - k
-                pos += (rem % shape[d]) * strides[d]
-                rem //= shape[d]
-            out[pos] = src[i]
+            out[position(i, shape, strides, offset)] = src[i]
             i += step
 
     @cuda.jit
@@ -93,23 +115,13 @@ def _kernels():
         # out[c] = src[c with c[dim] = index[c]], c over the index's shape
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < out.size:
-            k = index[i]
+            k = wrapped(index[i], size)
             if k < 0:
-                k += size
-            if k < 0 or k >= size:
                 error[0] = 1
                 error[1] = index[i]
                 k = 0
-            rem = i
-            pos = 0
-            for j in range(nd):
-                d = nd - 1 - j
-                c = rem % shape[d]
-                rem //= shape[d]
-                pos += (k if d == dim else c) * src_strides[d]
-            out[i] = src[pos]
+            out[i] = src[position_at(i, shape, src_strides, dim, k)]
             i += step
 
     @cuda.jit
@@ -117,25 +129,14 @@ def _kernels():
         # out[c with c[dim] = index[c]] += src[c], c over the index's shape
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < index.size:
-            k = index[i]
+            k = wrapped(index[i], size)
             if k < 0:
-                k += size
-            rem = i
-            pos = 0
-            spos = 0
-            for j in range(nd):
-                d = nd - 1 - j
-                c = rem % shape[d]
-                rem //= shape[d]
-                pos += (k if d == dim else c) * out_strides[d]
-                spos += c * src_strides[d]
-            if k < 0 or k >= size:
                 error[0] = 1
                 error[1] = index[i]
             else:
-                cuda.atomic.add(out, pos, src[spos])
+                cuda.atomic.add(out, position_at(i, shape, out_strides, dim, k),
+                                src[position(i, shape, src_strides, 0)])
             i += step
 
     @cuda.jit
@@ -143,24 +144,11 @@ def _kernels():
         # out[o] = sum over r of src[o's offset + r's offset] (float64 partial sums)
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nk = len(kept)
-        nr = len(reduced)
         while i < out.size:
-            rem = i
-            base = 0
-            for j in range(nk):
-                d = nk - 1 - j
-                base += (rem % kept[d]) * kept_strides[d]
-                rem //= kept[d]
+            base = position(i, kept, kept_strides, 0)
             acc = 0.0
             for r in range(count):
-                rem = r
-                pos = base
-                for j in range(nr):
-                    d = nr - 1 - j
-                    pos += (rem % reduced[d]) * reduced_strides[d]
-                    rem //= reduced[d]
-                acc += src[pos]
+                acc += src[position(r, reduced, reduced_strides, base)]
             out[i] = acc
             i += step
 
