@@ -275,3 +275,15 @@ def test_traced_autocast_graphs_match_eager_autocast(backend, monkeypatch):
     plain = traced(x, t)
     np.testing.assert_allclose(plain.item(), loss_of(x, t).item(), rtol=1e-6)
     assert "autocast" in traced.explain()
+
+
+def test_importing_tracejit_does_not_import_ml_dtypes():
+    # importing ml_dtypes takes most of a second: tj.bfloat16 is made on first use
+    import subprocess
+    import sys
+
+    code = ("import sys, tracejit as tj; before = 'ml_dtypes' in sys.modules; "
+            "d = tj.bfloat16; print(before, 'ml_dtypes' in sys.modules, d)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "tracejit.bfloat16"]

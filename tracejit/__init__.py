@@ -36,8 +36,6 @@ from .scripting import cond, script, while_loop  # noqa: E402
 
 bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
-if _dtypes.bfloat16 is not None:
-    bfloat16 = _dtypes.bfloat16
 int32, int64 = _dtypes.int32, _dtypes.int64
 float, double, half, long = float32, float64, float16, int64
 
@@ -72,9 +70,8 @@ def reset_peak_memory_stats(device=None) -> None:  # noqa: F811
 
 
 def __getattr__(name):
-    if name == "bfloat16":
-        raise AttributeError("tracejit.bfloat16 needs the ml_dtypes package: pip install "
-                             "'tracejit[amp]' (or ml_dtypes)")
+    if name == "bfloat16":  # made on first use (importing ml_dtypes is slow)
+        return _dtypes.bfloat16_dtype()
     raise AttributeError(f"module 'tracejit' has no attribute {name!r}")
 
 

@@ -38,19 +38,17 @@ float16 = dtype("float16", np.float16, 2, "f16")
 float32 = dtype("float32", np.float32, 2, "f32")
 float64 = dtype("float64", np.float64, 2, "f64")
 
-try:  # bfloat16 is numpy's through the ml_dtypes package (the `amp` extra)
-    import ml_dtypes as _ml_dtypes
-except ImportError:  # pragma: no cover — tj.bfloat16 then says what to install
-    _ml_dtypes = None
-bfloat16 = dtype("bfloat16", _ml_dtypes.bfloat16, 2, "bf16") if _ml_dtypes else None
+# bfloat16 is numpy's through the ml_dtypes package (the `amp` extra), made on first need:
+# importing ml_dtypes takes 0.7-0.9 s here, most of a warm start. Until then no array can
+# hold it (making one needs ml_dtypes), so nothing is missed.
+bfloat16 = None
+BF16_NP = None  # its numpy dtype, once made
 
-ALL = tuple(d for d in (bool_, int32, int64, float16, bfloat16, float32, float64) if d)
-FLOATING = tuple(d for d in (float16, bfloat16, float32, float64) if d)
-LOW_PRECISION = tuple(d for d in (float16, bfloat16) if d)
+ALL = (bool_, int32, int64, float16, float32, float64)
+FLOATING = (float16, float32, float64)
+LOW_PRECISION = (float16,)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-if bfloat16 is not None:
-    _BY_NAME["bf16"] = bfloat16
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
                  "int": int32, "f32": float32, "f64": float64, "f16": float16,
                  "i32": int32, "i64": int64, "b8": bool_})
@@ -58,12 +56,36 @@ _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": i
 default_float = float32
 default_int = int64
 
+BF16_MISSING = ("tracejit.bfloat16 needs the ml_dtypes package: pip install 'tracejit[amp]' "
+                "(or ml_dtypes)")
+
+
+def bfloat16_dtype() -> dtype:
+    """tj.bfloat16, made (and registered with the other dtypes) on first need; raises
+    AttributeError naming the package when ml_dtypes is not installed."""
+    global bfloat16, BF16_NP, ALL, FLOATING, LOW_PRECISION
+    if bfloat16 is None:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise AttributeError(BF16_MISSING) from None
+        bf = dtype("bfloat16", ml_dtypes.bfloat16, 2, "bf16")
+        _BY_NP[bf.np] = bf  # (in place: other modules hold these dicts)
+        _BY_NAME["bfloat16"] = _BY_NAME["bf16"] = bf
+        ALL = (bool_, int32, int64, float16, bf, float32, float64)
+        FLOATING = (float16, bf, float32, float64)
+        LOW_PRECISION = (float16, bf)
+        BF16_NP, bfloat16 = bf.np, bf
+    return bfloat16
+
 
 def from_numpy_dtype(npd) -> dtype:
     """The tracejit dtype of a numpy dtype; raises TypeError for unsupported ones."""
     d = _BY_NP.get(npd)
     if d is None:
         d = _BY_NP.get(np.dtype(npd))
+        if d is None and np.dtype(npd).name == "bfloat16" and bfloat16 is None:
+            d = bfloat16_dtype()  # an array of ml_dtypes' bfloat16 made by the user
         if d is None:
             raise TypeError(
                 f"numpy dtype {np.dtype(npd)} is not supported; tracejit tensors hold "
@@ -84,6 +106,8 @@ def as_dtype(x) -> dtype:
     if isinstance(x, str):
         if x in _BY_NAME:
             return _BY_NAME[x]
+        if x in ("bfloat16", "bf16"):
+            return bfloat16_dtype()
         raise TypeError(f"unknown dtype name {x!r}")
     return from_numpy_dtype(np.dtype(x))
 

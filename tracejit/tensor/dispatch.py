@@ -24,7 +24,6 @@ from ..runtime.events import ACTIVE as _EVENTS
 _SKIP = [False]  # the next apply is the one `_profiled` is timing
 
 _ndarray = np.ndarray
-_BF16 = dt.bfloat16.np if dt.bfloat16 is not None else None  # numpy's kind for it is "V"
 _from_np = dt._BY_NP
 _SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}  # Python scalars as operands
 _PACKAGE_DIR = __file__.rsplit("/", 2)[0]
@@ -120,7 +119,8 @@ def apply(op, *args, **attrs) -> Tensor:
         if type(out) is not _ndarray:
             out = np.asarray(out)
     t = _make(out)
-    if STATE.grad_enabled and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is _BF16):
+    if STATE.grad_enabled and op.vjp is not None and (out.dtype.kind == "f" or
+                                                      out.dtype is dt.BF16_NP):
         for a in args:
             if isinstance(a, Tensor) and a._rg:
                 _record(op, args, attrs, t)
@@ -163,7 +163,7 @@ def unary(op, x: Tensor) -> Tensor:
         out = np.asarray(out)
     t = _make(out)
     if x._rg and STATE.grad_enabled and op.vjp is not None and (
-            out.dtype.kind == "f" or out.dtype is _BF16):
+            out.dtype.kind == "f" or out.dtype is dt.BF16_NP):
         _record_unary(op, x, t)
     return t
 
@@ -198,7 +198,7 @@ def binary(op, x: Tensor, y) -> Tensor:
         out = np.asarray(out)
     t = _make(out)
     if STATE.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
-            and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is _BF16):
+            and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is dt.BF16_NP):
         _record_binary(op, x, y, t)
     return t
 
@@ -476,7 +476,7 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
         old._vc = target._vc
     value = _make(target._data)
     value._vc = target._vc
-    if value._data.dtype.kind != "f" and value._data.dtype is not _BF16:
+    if value._data.dtype.kind != "f" and value._data.dtype is not dt.BF16_NP:
         return
     node = _record(op, (old,) + others, attrs, value)
     # inputs are saved as they were before this op wrote (an argument aliasing the

@@ -864,7 +864,7 @@ def _install_methods():
     T.float = lambda self: cast(self, dt.float32)
     T.double = lambda self: cast(self, dt.float64)
     T.half = lambda self: cast(self, dt.float16)
-    T.bfloat16 = lambda self: cast(self, dt.bfloat16)
+    T.bfloat16 = lambda self: cast(self, dt.bfloat16_dtype())
     T.long = lambda self: cast(self, dt.int64)
     T.int = lambda self: cast(self, dt.int32)
     T.bool = lambda self: cast(self, dt.bool_)

@@ -77,7 +77,6 @@ def _make(data: np.ndarray) -> "Tensor":
 
 
 _new = object.__new__
-_BF16 = dt.bfloat16.np if dt.bfloat16 is not None else None
 _autograd._bind(_make)
 
 
@@ -209,7 +208,7 @@ class Tensor:
 
     def is_floating_point(self) -> bool:
         d = self._data.dtype
-        return d.kind == "f" or d is _BF16
+        return d.kind == "f" or d is dt.BF16_NP
 
     def is_contiguous(self) -> bool:
         return self._data.flags.c_contiguous
@@ -408,7 +407,7 @@ def _formatter(a: np.ndarray):
     scientific for wide ranges; every element padded to the same width."""
     if a.dtype.kind == "b":
         return {"bool": lambda v: "True" if v else "False"}
-    if a.dtype.kind != "f" and a.dtype is not _BF16:
+    if a.dtype.kind != "f" and a.dtype is not dt.BF16_NP:
         width = max(len(str(v)) for v in (a.min(), a.max()))
         return {"int": lambda v: str(v).rjust(width)}
     finite = np.abs(a[np.isfinite(a)].astype(np.float64))
