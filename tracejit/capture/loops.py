@@ -39,10 +39,10 @@ class Plan:
         self.n_outputs = n_outputs
         self._deferred = _UNSET
 
-    def deferred(self, outside: frozenset):
+    def deferred(self, outside: int):
         """The Deferred backward of this plan's segment that factors the gradients of
-        the diff positions in `outside` (inputs from outside the loop) it can, or None;
-        built once per compiled backward and set of positions."""
+        the differentiated inputs from outside the loop (bit j of `outside`: the j-th)
+        it can, or None; built once per compiled backward and set of positions."""
         if self._deferred is _UNSET:
             self._deferred = {}
         d = self._deferred.get(outside, _UNSET)
@@ -75,7 +75,7 @@ class LoopTape:
 
     def __init__(self):
         self.plans: list = []     # per call: its Plan
-        self.records: list = []   # per call: (input arrays, result arrays)
+        self.records: list = []   # per call: (input arrays, result arrays, outside bits)
         self.produced: set = set()  # ids of computed arrays that carry a gradient
         self.inputs: list = []    # tensors from outside the loop that get gradients
         self.input_keys: dict = {}  # id(array of an input from outside) -> its key
@@ -108,17 +108,20 @@ class LoopTape:
         self._plans[(id(seg), id(bt))] = plan
         produced, input_keys = self.produced, self.input_keys
         arrays = tuple([t._data for t in ins])
-        for i in plan.diff:  # the gradients go to these: computed here, or from outside
-            a = arrays[i]
-            if id(a) not in produced and id(a) not in input_keys:
-                input_keys[id(a)] = -1 - len(self.inputs)
-                self.inputs.append(ins[i])
+        outside = 0  # bit j: the j-th differentiated input comes from outside the loop
+        for j, i in enumerate(plan.diff):  # gradients go to these: computed here, or from
+            a = id(arrays[i])              # outside (known by its array)
+            if a not in produced:
+                outside |= 1 << j
+                if a not in input_keys:
+                    input_keys[a] = -1 - len(self.inputs)
+                    self.inputs.append(ins[i])
         for k in plan.float_outs:
             o = results[k]
             o._rg = True
             produced.add(id(o._data))
         self.plans.append(plan)
-        self.records.append((arrays, tuple([r._data for r in results])))
+        self.records.append((arrays, tuple([r._data for r in results]), outside))
         return results[:plan.n_outputs]
 
     def close(self, results: list) -> None:
@@ -175,7 +178,8 @@ class ScriptLoopBackward(Node):
             if g is not None:
                 acc.add(id(t._data), g)
         keys = self.input_keys
-        for plan, (ins, results) in zip(reversed(self.plans), reversed(self.records)):
+        for plan, (ins, results, outside) in zip(reversed(self.plans),
+                                                 reversed(self.records)):
             out_grads = [None] * plan.n_outputs
             live = False
             for k in plan.float_outs:
@@ -188,24 +192,20 @@ class ScriptLoopBackward(Node):
             if not live:
                 continue
             tensors = [_make(a) for a in ins]
+            saved = [_make(a) for a in results[plan.n_outputs:]]
             stats, bt = plan.seg.stats, plan.bt
-            result = None
-            d = plan.deferred(frozenset(j for j, i in enumerate(plan.diff)
-                                        if id(ins[i]) in keys))
-            if d is not None:
-                saved = [_make(a) for a in results[plan.n_outputs:]]
-                got = d.run(tensors, saved, out_grads)
-                if got is not None:
-                    stats["backward_kernels"] += 1
-                    now, factors = got
-                    for j, g in now:
-                        acc.add(keys.get(id(ins[plan.diff[j]]), id(ins[plan.diff[j]])), g)
-                    for j, form, parts in factors:
-                        sums.add(keys[id(ins[plan.diff[j]])], form, parts)
-                    continue
-            if bt is not None:
-                result = bt.run_backward(tensors, [_make(a) for a in results[plan.n_outputs:]],
-                                         out_grads)
+            d = plan.deferred(outside)
+            got = d.run(tensors, saved, out_grads) if d is not None else None
+            if got is not None:
+                stats["backward_kernels"] += 1
+                now, factors = got
+                for j, g in now:
+                    a = id(ins[plan.diff[j]])
+                    acc.add(keys.get(a, a), g)
+                for j, form, parts in factors:
+                    sums.add(keys[id(ins[plan.diff[j]])], form, parts)
+                continue
+            result = bt.run_backward(tensors, saved, out_grads) if bt is not None else None
             if result is None:
                 for i in plan.diff:
                     tensors[i]._rg = True
@@ -215,7 +215,8 @@ class ScriptLoopBackward(Node):
                 stats["backward_kernels"] += 1
             for i, g in zip(plan.diff, result):
                 if g is not None:
-                    acc.add(keys.get(id(ins[i]), id(ins[i])), g)
+                    a = id(ins[i])
+                    acc.add(keys.get(a, a), g)
         sums.finish(acc)
         return tuple(acc.pop(-1 - k) for k in range(len(self.inputs)))
 
@@ -233,7 +234,7 @@ class ScriptLoopBackward(Node):
                      for k, t in enumerate(self.inputs)}
             interpreters: dict = {}
             keys = self.input_keys
-            for plan, (ins, results) in zip(self.plans, self.records):
+            for plan, (ins, results, _) in zip(self.plans, self.records):
                 args = [names.get(keys.get(id(a), id(a))) for a in ins]
                 args = [n if n is not None else _make(a) for n, a in zip(args, ins)]
                 seg = plan.seg
@@ -294,7 +295,7 @@ class Deferred:
     __slots__ = ("runner", "guards", "float_outs", "forms")
 
     @staticmethod
-    def build(bt, outside: frozenset):
+    def build(bt, outside: int):
         import dataclasses
 
         from ..ir.passes import PassManager
@@ -313,7 +314,7 @@ class Deferred:
         outputs, forms, factored = [], [], []
         for j, v in enumerate(g.outputs):
             inner, n = through_detach(v)
-            if j not in outside:
+            if not outside >> j & 1:
                 n = None  # a gradient the loop needs at once (a carried value's)
             if n is not None and n.op == "matmul" and all(
                     isinstance(x, Value) and len(x.shape) == 2 for x in n.inputs):

@@ -37,7 +37,7 @@ def _dtype_message(a, b) -> str:
 
 
 def _matmul(a, b):
-    if a.dtype != b.dtype:
+    if a.dtype is not b.dtype and a.dtype != b.dtype:
         raise RuntimeError(_dtype_message(a.dtype, b.dtype))
     if a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1 and b.shape[-2] == 1 and \
             a.shape[-2] > 1 and b.shape[-1] > 1:
