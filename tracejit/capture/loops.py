@@ -37,21 +37,21 @@ class Plan:
     def __init__(self, seg, bt, float_outs, diff, n_outputs):
         self.seg, self.bt, self.float_outs, self.diff = seg, bt, float_outs, diff
         self.n_outputs = n_outputs
-        self._deferred = _UNSET
+        self._deferred: dict = {}
 
     def deferred(self, outside: int):
         """The Deferred backward of this plan's segment that factors the gradients of
         the differentiated inputs from outside the loop (bit j of `outside`: the j-th)
         it can, or None; built once per compiled backward and set of positions."""
-        if self._deferred is _UNSET:
-            self._deferred = {}
         d = self._deferred.get(outside, _UNSET)
         if d is _UNSET:
-            bt = self.bt
-            built = _DEFERRED.setdefault(bt, {}) if bt is not None else {}
-            d = built.get(outside, _UNSET)
-            if d is _UNSET:
-                d = built[outside] = Deferred.build(bt, outside) if bt is not None else None
+            if self.bt is None:
+                d = None
+            else:
+                built = _DEFERRED.setdefault(self.bt, {})
+                d = built.get(outside, _UNSET)
+                if d is _UNSET:
+                    d = built[outside] = Deferred.build(self.bt, outside)
             self._deferred[outside] = d
         return d
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...ops import OPS
 from ..graph import Graph, Value
-from .rewrite import Builder, same_type
+from .rewrite import Builder, same_dim, same_type
 
 def _is_scalar(c, value) -> bool:
     return value is not None and not isinstance(c, Value) and type(c) in (int, float) and \
@@ -75,14 +75,6 @@ def _product_transposed(b: Builder, node, inputs, producers, users) -> Value | N
     return new.outputs[0]
 
 
-def _same_size(a, b) -> bool:
-    from ..symbolic import SymInt
-
-    if isinstance(a, SymInt) or isinstance(b, SymInt):
-        return isinstance(a, SymInt) and isinstance(b, SymInt) and a.source() == b.source()
-    return a == b
-
-
 def _sum_to_nothing(b: Builder, node, inputs) -> Value | None:
     """sum_to that sums only dimensions of size 1 (a [1, N] gradient to a [N] bias):
     a reshape, not a reduction kernel."""
@@ -91,7 +83,7 @@ def _sum_to_nothing(b: Builder, node, inputs) -> Value | None:
     x, shape = inputs[0], tuple(node.attrs["shape"])
     lead = len(x.shape) - len(shape)
     if lead < 0 or any(not (type(d) is int and d == 1) for d in x.shape[:lead]) or \
-            not all(_same_size(d, s) for d, s in zip(x.shape[lead:], shape)):
+            not all(same_dim(d, s) for d, s in zip(x.shape[lead:], shape)):
         return None
     out = node.outputs[0]
     return b.emit("reshape", [x], {"shape": shape}, [(out.dtype, out.shape)],
