@@ -517,6 +517,11 @@ def test_a_size_expression_found_to_be_one_broadcasts_as_one():
 
     agree(f, Call(tj.randn(2, 3), tj.randn(1, 3)), Call(tj.randn(7, 3), tj.randn(1, 3)),
           Call(tj.randn(300, 3), tj.randn(1, 3)))
+    # the size is 1 in the types too, so the add joins x * 2's kernel (a kernel over
+    # [B, 3] reading a [N // 3, 3] value as if it spanned the rows would be wrong)
+    t = tj.trace(f, (tj.randn(2, 3), tj.randn(1, 3)), backend="numba")
+    fused = [n for n in t.graph.nodes if n.op == "fused"]
+    assert len(fused) == 1 and {m.op for m in fused[0].regions[0].nodes} == {"mul", "add"}
 
 
 def test_outputs_keep_eager_s_memory_layout():
