@@ -145,3 +145,32 @@ def accumulate(x, w):
 
 def test_a_carried_matrix_gets_its_gradient_step_by_step():
     agree(accumulate, *[Call(rg(tj.randn(n, 2, 3)), rg(tj.randn(3, 3))) for n in (3, 5)])
+
+
+def shrink(x, w):
+    while (x * x).sum() > 1.0:
+        x = tj.tanh(x @ w) * 0.5
+    return x
+
+
+def test_a_while_loop_whose_body_is_a_segment():
+    w = rg(tj.randn(3, 3))
+    sf = agree(shrink, *[Call(rg(tj.full((2, 3), v)), w) for v in (3.0, 0.1, 9.0)])
+    out = sf(rg(tj.full((2, 3), 5.0)), w)
+    assert isinstance(out.grad_fn, ScriptLoopBackward)
+
+
+def test_a_hook_on_what_the_loop_lets_out_sees_and_changes_its_gradient():
+    w, u, b = weights(seed=7)
+    sf = tj.script(rnn)
+    x = rg(tj.randn(4, 1, 3))
+    sf(x, w, u, b)  # records
+    seen = []
+    out = sf(x, w, u, b)
+    out.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 2)
+    out.sum().backward()
+    scripted = w.grad.numpy().copy()
+    w.grad = None
+    (rnn(x, w, u, b).sum() * 2).backward()
+    assert len(seen) == 1 and np.allclose(seen[0], 1.0)
+    np.testing.assert_allclose(scripted, w.grad.numpy(), rtol=1e-5, atol=1e-6)
