@@ -174,3 +174,14 @@ def test_a_hook_on_what_the_loop_lets_out_sees_and_changes_its_gradient():
     (rnn(x, w, u, b).sum() * 2).backward()
     assert len(seen) == 1 and np.allclose(seen[0], 1.0)
     np.testing.assert_allclose(scripted, w.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_in_place_change_of_an_input_the_loop_read_is_caught():
+    w, u, b = weights(seed=8)
+    sf = tj.script(rnn)
+    x = tj.randn(4, 1, 3)  # needs no gradient, but the weights' gradients read it
+    sf(x, w, u, b)
+    out = sf(x, w, u, b)
+    x.mul_(2)
+    with pytest.raises(RuntimeError, match="read by a scripted loop"):
+        out.sum().backward()

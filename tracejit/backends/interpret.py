@@ -309,7 +309,7 @@ def _run_loop(node, prepared, args, env, record):
         carried, sizes = body.run_region(carried + invariant, env, record, tape)
         env.update(zip(names, sizes))
     if tape is not None:
-        tape.close(carried)
+        tape.close(args, carried)
     return carried
 
 

@@ -124,28 +124,32 @@ class LoopTape:
         self.records.append((arrays, tuple([r._data for r in results]), outside))
         return results[:plan.n_outputs]
 
-    def close(self, results: list) -> None:
-        """Give the tensors the loop lets out (in `results`, lists included) one node."""
+    def close(self, loop_inputs: list, results: list) -> None:
+        """Give the tensors the loop lets out (in `results`, lists included) one node;
+        every tensor it read from outside (`loop_inputs`) is checked for in-place
+        changes before the node's backward uses it, as saved tensors are."""
         if not self.records:
             return
         produced = self.produced
-        outputs, seen = [], set()
 
-        def visit(x):
+        def tensors(x, out, seen, keep):
             if isinstance(x, Tensor):
-                if id(x._data) in produced and id(x._data) not in seen:
+                if keep(x) and id(x._data) not in seen:
                     seen.add(id(x._data))
-                    outputs.append(x)
+                    out.append(x)
             elif isinstance(x, (list, tuple)):
                 for y in x:
-                    visit(y)
+                    tensors(y, out, seen, keep)
+            return out
 
-        visit(results)
+        outputs = tensors(results, [], set(), lambda t: id(t._data) in produced)
+        read = tensors(loop_inputs, [], set(), lambda t: id(t._data) not in produced)
         inputs = self.inputs
         node = ScriptLoopBackward(tuple(_edge(t) for t in inputs))
         node.plans, node.records = self.plans, self.records
         node.inputs, node.input_keys, node.outputs = inputs, self.input_keys, outputs
-        node.versions = [(counter(t), t._vc[0]) for t in inputs + outputs]
+        node.n_read = len(read)
+        node.versions = [(counter(t), t._vc[0]) for t in read + outputs]
         node.out_meta = [(o._data.shape, o.dtype) for o in outputs]
         for k, o in enumerate(outputs):
             o.grad_fn, o._output_nr = node, k
@@ -154,8 +158,8 @@ class LoopTape:
 class ScriptLoopBackward(Node):
     """The backward of one executed loop of a script graph (see the module docstring)."""
 
-    __slots__ = ("plans", "records", "inputs", "input_keys", "outputs", "versions",
-                 "out_meta")
+    __slots__ = ("plans", "records", "inputs", "input_keys", "outputs", "n_read",
+                 "versions", "out_meta")
 
     @property
     def num_outputs(self) -> int:
@@ -166,10 +170,10 @@ class ScriptLoopBackward(Node):
             raise RuntimeError(FREED_MESSAGE)
         for i, (c, v) in enumerate(self.versions):
             if c[0] != v:
-                what = f"input {i}" if i < len(self.inputs) else "an output"
+                what = "a tensor read by" if i < self.n_read else "an output of"
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: {what} of a scripted loop is at version "
+                    f"by an inplace operation: {what} a scripted loop is at version "
                     f"{c[0]}; expected version {v} instead.")
         if STATE.grad_enabled:  # create_graph: differentiable in the loop's inputs
             return self._replay(grads)
