@@ -88,7 +88,7 @@ class BackwardTrace:
         self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
         self.fwd_runner = _runner(fwd_stages[-1][1], backend, self.fwd_bindings)
         self.bwd_runner = _runner(self.graph, backend, self.bindings)
-        self.bwd_runner_backend = backend
+        self.backend = backend
         # the sizes the forward part was specialised to (the joint trace may have decided
         # more about the inputs' sizes than the forward trace did); the inputs' types are
         # the forward trace's, whose entry guards a call has passed

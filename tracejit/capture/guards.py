@@ -51,7 +51,6 @@ class EntryGuards:
         self.arg_consts = dict(arg_consts)  # the non-tensor arguments' values, checked
         self.n_relations = 0                         # size checks (static sizes, relations)
         ns = {"Tensor": Tensor, "MISSING": MISSING, "NDARRAY": np.ndarray}
-        from ..cuda.memory import device_array_type
         graph = recorder.graph
         names = recorder.letters
         n_inputs = len(graph.inputs) if n_inputs is None else n_inputs
@@ -69,11 +68,10 @@ class EntryGuards:
                 bool(t._data.is_c_contiguous())
             # `type(d) is NDARRAY`: the input is on the CPU as when recorded (a CUDA
             # tensor's storage is a device array: a trace made on CUDA checks that type)
-            kind = type(t._data)
-            if kind is np.ndarray:
+            if on_host:
                 array_type = "NDARRAY"
             else:
-                ns[f"AT{i}"] = device_array_type(t._data)
+                ns[f"AT{i}"] = type(t._data)
                 array_type = f"AT{i}"
             cond = (f"isinstance({a}, Tensor) and type({d}) is {array_type} and "
                     f"{d}.dtype is DT{i} and {d}.ndim == {t.ndim}")

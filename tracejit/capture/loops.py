@@ -338,7 +338,7 @@ class Deferred:
         graph = dataclasses.replace(g, outputs=outputs)
         final = PassManager().run(graph)[-1][1]
         d = Deferred()
-        d.runner = _runner(final, bt.bwd_runner_backend, bt.bindings)
+        d.runner = _runner(final, bt.backend, bt.bindings)
         d.guards, d.float_outs = bt.guards, bt.float_outs
         d.forms = forms
         return d

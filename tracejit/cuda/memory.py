@@ -34,11 +34,6 @@ def _release(n: int) -> None:
         _bytes["allocated"] -= n
 
 
-def device_array_type(a) -> type:
-    """The class of a device array (what a trace recorded on CUDA checks its inputs are)."""
-    return type(a)
-
-
 def is_device_array(a) -> bool:
     return not isinstance(a, np.ndarray) and hasattr(a, "copy_to_host")
 
