@@ -117,3 +117,40 @@ def test_numpy_arrays_from_the_allocator_behave():
     assert tj.memory_allocated() == base
     b = np.zeros(5000)  # calloc
     assert not b.any()
+
+
+_COUNTS = ("import numpy as np, tracejit as tj\n"
+           "from tracejit.runtime import memory\n"
+           "b = tj.memory_allocated(); x = tj.zeros(1024, 256)\n"
+           "print(memory._INSTALLED[0], tj.memory_allocated() - b)\n")
+
+
+def _new_process(code: str, env: dict) -> str:
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_the_allocators_code_is_cached_and_damage_is_repaired(tmp_path):
+    env = {"TRACEJIT_CACHE_DIR": str(tmp_path)}
+    assert _new_process(_COUNTS, env) == ["True", str(MB)]  # generates and stores it
+    [obj] = tmp_path.glob("alloc_*.o")
+    stored = obj.read_bytes()
+    assert _new_process(_COUNTS, env) == ["True", str(MB)]  # loads it
+    assert obj.read_bytes() == stored
+    obj.write_bytes(stored[:32] + stored[32:-40])  # truncated: its digest does not match
+    assert _new_process(_COUNTS, env) == ["True", str(MB)]
+    assert obj.read_bytes() == stored  # made again
+
+
+def test_import_freezes_what_is_alive_unless_told_not_to():
+    code = "import gc, tracejit; print(gc.isenabled(), gc.get_freeze_count() > 0)"
+    assert _new_process(code, {}) == ["True", "True"]
+    assert _new_process(code, {"TRACEJIT_GC_FREEZE": "0"}) == ["True", "False"]
+    disabled = "import gc; gc.disable(); " + code.replace("import gc, ", "import ")
+    assert _new_process(disabled, {}) == ["False", "False"]

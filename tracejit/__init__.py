@@ -8,31 +8,39 @@ from __future__ import annotations
 
 import warnings as _warnings
 
-from . import ops  # noqa: F401  (registers the op table first)
-from . import dtypes as _dtypes
-from . import cuda  # noqa: F401  (tj.cuda; Numba's CUDA target is imported on first use)
-from .dtypes import dtype
-from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye, from_numpy,
-                     full, full_like, initial_seed, linspace, manual_seed, ones, ones_like, rand,
-                     rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like)
-from .tensor.functional import (abs, add, addmm, all, allclose, amax, amin, any, argmax, argmin,
-                                bmm, broadcast_to, cat, chunk, clamp, clone, concat, cos, div, dot,
-                                eq, equal, erf, exp, expand, flatten, flip, floor, floor_divide,
-                                gather, ge, gt, index_select, isclose, isfinite, isnan, le, log,
-                                log1p, log_softmax, logical_and, logical_not, logical_or,
-                                logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
-                                minimum, mm, mul, narrow, ne, neg, nonzero, norm, outer, permute,
-                                pow, prod, relu, remainder, repeat, reshape, rsqrt, sigmoid,
-                                sign, sin, softmax, split, sqrt, square, squeeze, stack, std, sub,
-                                sum, t, tanh, transpose, unbind, unsqueeze, var, where)
-from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from . import autograd, nn, optim  # noqa: E402
-from . import distributed, jit, onnx, utils  # noqa: E402
-from . import amp, cpu, profiler  # noqa: E402
-from .amp import autocast  # noqa: E402
-from .serialization import load, save  # noqa: E402
-from .jit import trace  # noqa: E402
-from .scripting import cond, script, while_loop  # noqa: E402
+from . import _startup
+
+_startup.pause_collector()  # importing numba and tracejit makes ~10^5 long-lived objects
+try:
+    from . import ops  # noqa: F401  (registers the op table first)
+    from . import dtypes as _dtypes
+    from . import cuda  # noqa: F401  (tj.cuda; Numba's CUDA target is imported on first use)
+    from .dtypes import dtype
+    from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye,
+                         from_numpy, full, full_like, initial_seed, linspace, manual_seed, ones,
+                         ones_like, rand, rand_like, randint, randn, randn_like, randperm,
+                         tensor, zeros, zeros_like)
+    from .tensor.functional import (abs, add, addmm, all, allclose, amax, amin, any, argmax,
+                                    argmin, bmm, broadcast_to, cat, chunk, clamp, clone, concat,
+                                    cos, div, dot, eq, equal, erf, exp, expand, flatten, flip,
+                                    floor, floor_divide, gather, ge, gt, index_select, isclose,
+                                    isfinite, isnan, le, log, log1p, log_softmax, logical_and,
+                                    logical_not, logical_or, logsumexp, lt, masked_fill, matmul,
+                                    max, maximum, mean, min, minimum, mm, mul, narrow, ne, neg,
+                                    nonzero, norm, outer, permute, pow, prod, relu, remainder,
+                                    repeat, reshape, rsqrt, sigmoid, sign, sin, softmax, split,
+                                    sqrt, square, squeeze, stack, std, sub, sum, t, tanh,
+                                    transpose, unbind, unsqueeze, var, where)
+    from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+    from . import autograd, nn, optim  # noqa: E402
+    from . import distributed, jit, onnx, utils  # noqa: E402
+    from . import amp, cpu, profiler  # noqa: E402
+    from .amp import autocast  # noqa: E402
+    from .serialization import load, save  # noqa: E402
+    from .jit import trace  # noqa: E402
+    from .scripting import cond, script, while_loop  # noqa: E402
+finally:
+    _startup.resume_collector()
 
 bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
