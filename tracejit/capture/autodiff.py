@@ -13,12 +13,15 @@ part.
 """
 from __future__ import annotations
 
+import os
+
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, symbols_in
 from ..ir.passes import PassManager, Stages
+from ..ir.verifier import verify as verify_graph
 from ..ir.passes.outputs import copy_aliased_outputs
 from ..ops import OPS
 from ..ops.registry import CREATION, ELEMENTWISE
@@ -56,6 +59,25 @@ class BackwardTrace:
     def __init__(self, forward: Graph, inputs: list, backend: str, known=None):
         """`known`: (bindings, shape guards) of the forward trace, whose entry guards every
         call using this backward has passed."""
+        from . import backward_cache
+
+        self.backend = backend
+        self.n_in = len(inputs)
+        name = backward_cache.key(forward, inputs, backend, known)
+        entry = backward_cache.load(name) if name is not None else None
+        self.loaded = entry is not None
+        if entry is not None:
+            self._restore(entry)
+        else:
+            self._derive(forward, inputs, known)
+            entry = self._entry() if name is not None else None
+            if entry is not None:
+                backward_cache.store(name, entry)
+        self.fwd_bindings = [b for b in self.bindings if b[0] < self.n_in]
+        self.fwd_runner = _runner(self.fwd_final, backend, self.fwd_bindings)
+        self.bwd_runner = _runner(self.graph, backend, self.bindings)
+
+    def _derive(self, forward: Graph, inputs: list, known) -> None:
         joint, out_values, self.diff, self.float_outs, rec = _trace_joint(forward, inputs)
         n_in = len(inputs)
         fwd_inputs = joint.inputs[:n_in]
@@ -74,21 +96,12 @@ class BackwardTrace:
         distinct = copy_aliased_outputs(fwd_stages[-1][1], self.n_outputs)
         if distinct is not fwd_stages[-1][1]:
             fwd_stages.append(("copy_aliased_outputs", distinct, 0.0))
-        n_outputs = self.n_outputs
-
-        def copy_outputs(graph):
-            return copy_aliased_outputs(graph, n_outputs)
-
-        copy_outputs.__name__ = "copy_aliased_outputs"
-        self.fwd_stages = Stages(self.forward_graph, fwd_stages, copy_outputs)
+        self.fwd_stages = Stages(self.forward_graph, fwd_stages, self._copy_outputs())
+        self.fwd_final = fwd_stages[-1][1]
         stages = PassManager().run(self.recorded)
         self.stages = Stages(self.recorded, stages)
         self.graph = stages[-1][1]
         self.bindings = rec.bindings
-        self.fwd_bindings = [b for b in rec.bindings if b[0] < n_in]
-        self.fwd_runner = _runner(fwd_stages[-1][1], backend, self.fwd_bindings)
-        self.bwd_runner = _runner(self.graph, backend, self.bindings)
-        self.backend = backend
         # the sizes the forward part was specialised to (the joint trace may have decided
         # more about the inputs' sizes than the forward trace did); the inputs' types are
         # the forward trace's, whose entry guards a call has passed
@@ -106,6 +119,71 @@ class BackwardTrace:
                                   skip=frozenset(among_inputs) | frozenset(fixed),
                                   layout=False)
         rec.release()
+
+    def _copy_outputs(self):
+        n_outputs = self.n_outputs
+
+        def copy_outputs(graph):
+            return copy_aliased_outputs(graph, n_outputs)
+
+        copy_outputs.__name__ = "copy_aliased_outputs"
+        return copy_outputs
+
+    def _entry(self) -> dict | None:
+        """What the backward cache keeps of a derivation (see backward_cache.py)."""
+        guards = self.guards.spec()
+        fwd_guards = None if self.fwd_guards is None else self.fwd_guards.spec()
+        if guards is None or (self.fwd_guards is not None and fwd_guards is None):
+            return None
+        return {"forward": self.forward_graph, "recorded": self.recorded,
+                "forward_final": self.fwd_final, "backward_final": self.graph,
+                "forward_summary": self.fwd_stages.summary, "summary": self.stages.summary,
+                "n_outputs": self.n_outputs, "diff": self.diff, "float_outs": self.float_outs,
+                "bindings": [list(b) for b in self.bindings], "guards": guards,
+                "forward_guards": fwd_guards}
+
+    # the graphs as recorded (before the passes) are decoded from a loaded entry on first
+    # use: dumps, `explain()` and script loops read them, a call does not
+    @property
+    def forward_graph(self) -> Graph:
+        if isinstance(self._forward_graph, dict):
+            self._forward_graph = self._decode(self._forward_graph)
+        return self._forward_graph
+
+    @forward_graph.setter
+    def forward_graph(self, graph) -> None:
+        self._forward_graph = graph
+
+    @property
+    def recorded(self) -> Graph:
+        if isinstance(self._recorded, dict):
+            self._recorded = self._decode(self._recorded)
+        return self._recorded
+
+    @recorded.setter
+    def recorded(self, graph) -> None:
+        self._recorded = graph
+
+    def _restore(self, entry: dict) -> None:
+        from .saving import _size_source
+
+        self._decode = entry["decode"]
+        self.forward_graph, self.recorded = entry["forward"], entry["recorded"]
+        self.n_outputs = int(entry["n_outputs"])
+        self.diff = [int(i) for i in entry["diff"]]
+        self.float_outs = [int(k) for k in entry["float_outs"]]
+        self.fwd_stages = Stages.from_summary(lambda: self.forward_graph,
+                                              entry["forward_summary"], self._copy_outputs())
+        self.fwd_final = entry["forward_final"]
+        self.stages = Stages.from_summary(lambda: self.recorded, entry["summary"])
+        self.graph = entry["backward_final"]
+        if os.environ.get("TRACEJIT_VERIFY"):  # as the pass manager verifies what it makes
+            for g in (self.forward_graph, self.recorded, self.fwd_final, self.graph):
+                verify_graph(g)
+        self.bindings = [(int(i), int(d), _size_source(sym)) for i, d, sym in entry["bindings"]]
+        self.guards = EntryGuards.from_spec(entry["guards"])
+        spec = entry["forward_guards"]
+        self.fwd_guards = None if spec is None else EntryGuards.from_spec(spec)
 
     def run_forward(self, inputs: list) -> tuple[list, list]:
         """(outputs, values saved for the backward)."""

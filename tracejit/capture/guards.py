@@ -140,10 +140,44 @@ class EntryGuards:
         body = [f"def check({params}):"] + kept[::-1]
         body.append("    return True")
         self.source = "\n".join(body)
-        exec(compile(self.source, f"<guards of {graph.name}>", "exec"), ns)  # noqa: S102
+        self._filename = f"<guards of {graph.name}>"
+        exec(compile(self.source, self._filename, "exec"), ns)  # noqa: S102
         self.check = ns["check"]
         self._ns = ns
         self._lines = lines
+
+    # ---- kept on disk by the backward cache (capture/backward_cache.py) ----------------
+    _PLAIN = {"Tensor", "MISSING", "NDARRAY", "STATE"}
+
+    def spec(self) -> dict | None:
+        """What rebuilds these guards without their recorder, as JSON; None where they
+        check Python objects by identity (arguments, globals, device array types), which
+        another process does not have."""
+        dtypes = {}
+        for name, value in self._ns.items():
+            if name in self._PLAIN or name in ("__builtins__", "check"):
+                continue
+            if not (name.startswith("DT") and isinstance(value, np.dtype) and
+                    np.dtype(value.str) is value):
+                return None
+            dtypes[name] = value.str
+        return {"source": self.source, "filename": self._filename, "dtypes": dtypes,
+                "n_relations": self.n_relations,
+                "lines": [[stmt, None if g is None else [g.what, g.where]]
+                          for stmt, g in self._lines]}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "EntryGuards":
+        self = cls.__new__(cls)
+        ns = {"Tensor": Tensor, "MISSING": MISSING, "NDARRAY": np.ndarray, "STATE": STATE}
+        ns.update({name: np.dtype(s) for name, s in spec["dtypes"].items()})
+        self._lines = [(stmt, None if g is None else Guard(*g)) for stmt, g in spec["lines"]]
+        self.guards = [g for _, g in self._lines if g is not None]
+        self.arg_consts, self.n_relations = {}, int(spec["n_relations"])
+        self.source, self._filename = spec["source"], spec["filename"]
+        exec(compile(self.source, self._filename, "exec"), ns)  # noqa: S102
+        self.check, self._ns = ns["check"], ns
+        return self
 
     def _add(self, lines, cond: str, guard: Guard) -> None:
         lines.append((cond, guard))

@@ -135,7 +135,8 @@ class _Writer:
                             "sizes are not saved yet")
         return {"name": g.name, "made_by": g.made_by, "symbols": g.symbols,
                 "input_kinds": g.input_kinds, "inputs": [self.value_type(v) for v in g.inputs],
-                "nodes": nodes, "outputs": [ids[v] for v in g.outputs]}
+                "nodes": nodes, "outputs": [ids[v] for v in g.outputs],
+                "notes": [str(n) for n in g.notes]}
 
 
 # ---- decoding ------------------------------------------------------------------------
@@ -218,6 +219,7 @@ class _Reader:
             g.nodes.append(node)
             values += node.outputs
         g.outputs = [values[k] for k in enc["outputs"]]
+        g.notes = [str(n) for n in enc.get("notes", [])]
         return g
 
 

@@ -16,6 +16,13 @@ from pathlib import Path
 
 # (what it breaks, file, text, replacement, tests that must fail)
 MUTANTS = [
+    ("the backward cache's key leaves out the inputs' strides",
+     "tracejit/capture/backward_cache.py", "list(d.strides), ", "",
+     ["tests/test_backward_cache.py"]),
+    ("a loaded backward leaves out the forward part's size guards",
+     "tracejit/capture/autodiff.py",
+     "self.fwd_guards = None if spec is None else EntryGuards.from_spec(spec)",
+     "self.fwd_guards = None", ["tests/test_backward_cache.py"]),
     ("grad mode dropped from the CSE key", "tracejit/ir/passes/cse.py",
      "key = (node.op, node.grad_mode, ", "key = (node.op, ",
      ["tests/test_passes.py", "tests/test_soundness.py"]),

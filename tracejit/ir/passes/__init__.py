@@ -57,8 +57,22 @@ class Stages:
     process's objects and slows each of Python's full garbage collections)."""
 
     def __init__(self, recorded, stages: list, post=None):
-        self.recorded, self.post = recorded, post
+        self._recorded, self.post = recorded, post  # (or a function making it)
         self.summary = [(name, len(g.nodes), seconds) for name, g, seconds in stages]
+
+    @property
+    def recorded(self):
+        if callable(self._recorded):
+            self._recorded = self._recorded()
+        return self._recorded
+
+    @classmethod
+    def from_summary(cls, recorded, summary: list, post=None) -> "Stages":
+        """Stages whose pipeline ran in another process (their graphs are made again when
+        asked, from `recorded`: a graph, or a function returning it)."""
+        self = cls(recorded, [], post)
+        self.summary = [(str(name), int(n), float(seconds)) for name, n, seconds in summary]
+        return self
 
     def __iter__(self):
         return iter(self.materialize())

@@ -1,0 +1,138 @@
+"""The backward cache: partitioned joint graphs kept on disk between processes.
+
+Deriving a trace's compiled backward (autodiff.BackwardTrace) replays the forward graph
+through eager autograd under a recorder, partitions the joint graph and runs the pass
+pipeline on both parts: 25-35 ms of the MLP benchmark's warm start, every start, for the
+same result. What it computes depends only on the forward graph, on the inputs' types
+(dtype, shape, strides, requires_grad), on the size facts the forward trace's guards
+hold (bindings and shape guards) and on tracejit's own code; so those, hashed, are the
+key, and the value is everything the derivation made: both parts as recorded and as
+optimised (in `tj.jit.save`'s graph encoding), the pass summaries, the bindings and the
+entry guards' generated source.
+
+A hit skips the derivation; the host programs and kernels are then made from the loaded
+graphs as from derived ones (kernels come from the kernel cache). What is not kept:
+graphs with array constants, in-place updates or sizes as outputs, guards that check
+Python objects by identity, and anything on CUDA (`key` returns None and the
+derivation runs). The files live in the kernel cache folder, with its rules (a folder
+only its owner can write; TRACEJIT_DISABLE_CACHE=1 turns both off): loading an entry runs
+its guard source, as loading a kernel runs its module. A damaged or unreadable entry is a
+miss, and is written again. `TRACEJIT_LOG=passes` (which prints every pass) bypasses it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "tracejit.backward"
+VERSION = 1
+_FINGERPRINT: list = []
+
+
+def _code_fingerprint() -> str:
+    """tracejit's source files, by path, size and modification time (once per process)."""
+    if not _FINGERPRINT:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            with os.scandir(folder) as entries:
+                for e in sorted(entries, key=lambda e: e.name):
+                    if e.is_dir() and e.name != "__pycache__":
+                        stack.append(e.path)
+                    elif e.name.endswith(".py"):
+                        st = e.stat()
+                        h.update(f"{e.path}:{st.st_size}:{st.st_mtime_ns};".encode())
+        _FINGERPRINT.append(h.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def key(forward, inputs: list, backend: str, known) -> str | None:
+    """The entry's name for deriving `forward`'s backward for these inputs, or None when
+    the derivation is not kept."""
+    from ..autograd.grad_mode import STATE
+    from ..runtime.kernel_cache import cache_dir
+    from .saving import SaveError, _Writer
+
+    if backend != "numba" or "passes" in os.environ.get("TRACEJIT_LOG", "").split(","):
+        return None
+    if cache_dir() is None:
+        return None
+    parts = []
+    for t in inputs:
+        d = t._data
+        if type(d) is not np.ndarray:
+            return None
+        parts.append([d.dtype.str, list(d.shape), list(d.strides), bool(t.requires_grad)])
+    writer = _Writer()
+    try:
+        graph = writer.graph(forward)
+    except SaveError:
+        return None
+    if writer.arrays:
+        return None
+    bindings, shape_guards = known if known else ((), ())
+    facts = [[list(b) for b in bindings],
+             [[g.lhs, g.op, g.rhs, bool(g.expected)] for g in shape_guards]]
+    text = json.dumps([FORMAT, VERSION, _code_fingerprint(), graph, parts, facts,
+                       repr(STATE.autocast)], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _path(name: str) -> Path | None:
+    from ..runtime.kernel_cache import cache_dir
+
+    root = cache_dir()
+    return None if root is None else root / f"bwd_{name}.json"
+
+
+def load(name: str) -> dict | None:
+    """The entry (the optimised graphs decoded; `decode` decodes the recorded ones), or
+    None when there is none or it does not decode."""
+    from .saving import _Reader
+
+    path = _path(name)
+    if path is None:
+        return None
+    try:
+        entry = json.loads(path.read_text())
+        if entry.get("format") != FORMAT or entry.get("version") != VERSION or \
+                entry.get("key") != name:
+            return None
+        reader = _Reader({})
+        for k in ("forward_final", "backward_final"):  # what a call runs
+            entry[k] = reader.graph(entry[k])
+        entry["decode"] = reader.graph  # the graphs as recorded: on first use
+        return entry
+    except Exception:  # noqa: BLE001 — a damaged entry is a miss (and is written again)
+        return None
+
+
+def store(name: str, entry: dict) -> bool:
+    """Write an entry (graphs as Graph objects); False when it cannot be encoded."""
+    from ..runtime.kernel_cache import atomic_write_bytes
+    from .saving import SaveError, _Writer
+
+    path = _path(name)
+    if path is None:
+        return False
+    writer = _Writer()
+    try:
+        out = dict(entry)
+        for k in ("forward", "recorded", "forward_final", "backward_final"):
+            out[k] = writer.graph(entry[k])
+    except SaveError:
+        return False
+    if writer.arrays:
+        return False
+    out.update(format=FORMAT, version=VERSION, key=name)
+    try:
+        atomic_write_bytes(path, json.dumps(out).encode())
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
