@@ -2,7 +2,9 @@
 forward and backward. tracejit traces the cell step once (sizes are symbolic, so every
 length reuses it) and compiles it; timed against tracejit eager and PyTorch eager, with
 the total time of a cold start (empty kernel cache, new process) reported too.
-Run: python benchmarks/rnn_variable_length.py
+Run: python benchmarks/rnn_variable_length.py; with --isolated, the warm epochs are also
+timed with each contestant alone in its own process (PyTorch's OpenMP threads and
+tracejit's TBB threads share the two cores when they run in one process).
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from common import median_time, print_table, try_import_torch  # noqa: E402
+from common import (contestants_main, median_time, print_table,  # noqa: E402
+                    try_import_torch)
 
 HIDDEN, BATCH, INPUT = 128, 16, 32
 LENGTHS = [5 + (k * 11) % 56 for k in range(20)]  # 20 batches, lengths 5..60
@@ -83,7 +86,35 @@ def run() -> dict:
     return res
 
 
+def _setup_tracejit(backend: str):
+    return run_tracejit(backend, make_data())[2]
+
+
+def _setup_torch():
+    torch = try_import_torch()
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    cell = torch.nn.RNNCell(INPUT, HIDDEN)
+    batches = make_data()
+    return lambda: tracejit_epoch(cell, cell, batches, torch)
+
+
+def contestants() -> dict:
+    found = {"tracejit traced": lambda: _setup_tracejit("numba"),
+             "tracejit eager": lambda: _setup_tracejit("eager")}
+    if try_import_torch() is not None:
+        found["torch eager"] = _setup_torch
+    return found
+
+
 def main() -> None:
+    if {"--alone", "--isolated"} & set(sys.argv[1:]):
+        found = contestants()
+        base = "torch eager" if "torch eager" in found else "tracejit eager"
+        contestants_main(__file__, f"variable-length RNN epoch, lengths {min(LENGTHS)}-"
+                         f"{max(LENGTHS)} (target: traced <= 0.6x PyTorch eager)", found,
+                         {name: base for name in found}, repeat=3)
+        return
     r = run()
     base = r.get("torch eager", r["tracejit eager"])
     rows = [[k, f"{r[k] * 1e3:.1f}", f"{r[k] / base:.2f}x"]
