@@ -489,6 +489,9 @@ class RowKernel:
                            _is_column_value(v) else "element" for v in region.inputs]
         summed = {n.outputs[0] for n in region.nodes if column_sum(n)}
         self.columns = bool(summed)
+        # float16/bfloat16 arrays pass to the kernel as their bits
+        self.half = any(v.dtype.np.itemsize == 2 and v.dtype.np.kind in "fV"
+                        for v in region.inputs + region.outputs)
         # outputs: one value per row, per element, or a sum over rows (per column)
         self.outputs = [(v.dtype.np, "summed" if v in summed else "row" if _is_row_value(
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
@@ -530,13 +533,15 @@ class RowKernel:
                 np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
         kernel = self.module.row_serial if serial else self.module.row
         # float16/bfloat16 arrays pass as their bits (sums over rows accumulate in float64)
-        args_in = [_as_bits(a) for a in ins]
-        args_out = [_as_bits(o) for o in outs]
+        args_in = [_as_bits(a) for a in ins] if self.half else ins
+        args_out = [_as_bits(o) for o in outs] if self.half else outs
         if self.columns:
             launch(self.module, kernel, rows, n, chunks, *args_out, *args_in, *zs)
         else:
             launch(self.module, kernel, rows, n, *args_out, *args_in, *zs)
-        results = [o.sum(0).astype(d) if kind == "summed" else
+        # (one chunk's partial sums are the sums: the same numbers as summing one row)
+        results = [(o[0].astype(d) if chunks == 1 else o.sum(0).astype(d))
+                   if kind == "summed" else
                    o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
                                      else ()))
                    for o, (d, kind, rank) in zip(outs, self.outputs)]
