@@ -38,7 +38,6 @@ try:
     from .amp import autocast  # noqa: E402
     from .serialization import load, save  # noqa: E402
     from .jit import trace  # noqa: E402
-    from .scripting import cond, script, while_loop  # noqa: E402
 finally:
     _startup.resume_collector()
 
@@ -80,6 +79,11 @@ def reset_peak_memory_stats(device=None) -> None:  # noqa: F811
 def __getattr__(name):
     if name == "bfloat16":  # made on first use (importing ml_dtypes is slow)
         return _dtypes.bfloat16_dtype()
+    if name in ("script", "cond", "while_loop"):  # script mode: imported on first use
+        from . import scripting
+
+        value = globals()[name] = getattr(scripting, name)
+        return value
     raise AttributeError(f"module 'tracejit' has no attribute {name!r}")
 
 
