@@ -223,3 +223,26 @@ def test_matmul_of_an_outer_product_equals_numpys_exactly():
         assert out.shape == np.matmul(a, b).shape and np.array_equal(out, np.matmul(a, b))
     with pytest.raises(ValueError):
         tj.randn(3, 1) @ tj.randn(3, 4)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 16, 48, 49])
+def test_a_few_rows_times_a_transposed_weight(rows):
+    # x @ W.t() at a small batch is computed as (W @ x^T)^T (faster in OpenBLAS there):
+    # numpy's numbers to rounding, row-major like any product, traced as eager
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 160)).astype(np.float32)
+    w = rng.standard_normal((256, 160)).astype(np.float32)
+    out = tj.from_numpy(x) @ tj.from_numpy(w).t()
+    assert out.shape == (rows, 256) and out.is_contiguous()
+    np.testing.assert_allclose(out.numpy(), x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-4, atol=1e-4)
+    lin = tj.nn.Linear(160, 256)
+    traced = tj.trace(lin, (tj.randn(rows, 160),), backend="numba")
+    xt = tj.from_numpy(x).requires_grad_()
+    got = traced(xt)
+    got.sum().backward()
+    xe = tj.from_numpy(x).requires_grad_()
+    want = lin(xe)
+    assert np.array_equal(got.detach().numpy(), want.detach().numpy())
+    want.sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), xe.grad.numpy(), rtol=1e-5, atol=1e-5)
