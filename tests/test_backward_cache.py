@@ -88,7 +88,8 @@ def test_a_loaded_backward_runs_what_the_derived_one_ran(cache, name):
     # the recorded graphs, decoded on first use, run the pipeline again for dumps
     assert [n for n, _, _ in loaded.stages] == [n for n, _, _ in derived.stages]
     assert str(loaded.stages[-1][1]) == str(derived.graph)
-    assert "backward" in traced.explain()
+    assert "compiled backward 1:" in traced.explain()
+    assert "(loaded from the backward cache)" in traced.explain()
 
 
 def test_other_input_types_are_other_entries(cache):
@@ -116,6 +117,22 @@ def test_a_damaged_entry_is_derived_and_written_again(cache):
     assert again.loaded  # written again, whole
     for a, c in zip(got, want):
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
+
+
+def test_an_entry_that_does_not_restore_is_derived_again(cache):
+    import json
+
+    _run("rnn cell")
+    [path] = cache.glob("bwd_*.json")
+    entry = json.loads(path.read_text())
+    entry["guards"]["source"] = "def check(:"  # decodes as JSON, fails as Python
+    path.write_text(json.dumps(entry))
+    bt, got, want, traced = _run("rnn cell")
+    assert not bt.loaded and not traced.traces[0]._backward_failed
+    for a, c in zip(got, want):
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
+    again, *_ = _run("rnn cell")
+    assert again.loaded
 
 
 def test_logging_the_passes_derives_again(cache, monkeypatch):

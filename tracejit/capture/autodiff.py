@@ -65,10 +65,14 @@ class BackwardTrace:
         self.n_in = len(inputs)
         name = backward_cache.key(forward, inputs, backend, known)
         entry = backward_cache.load(name) if name is not None else None
-        self.loaded = entry is not None
+        self.loaded = False
         if entry is not None:
-            self._restore(entry)
-        else:
+            try:
+                self._restore(entry)
+                self.loaded = True
+            except Exception:  # noqa: BLE001 — an entry that does not restore is a miss
+                pass
+        if not self.loaded:
             self._derive(forward, inputs, known)
             entry = self._entry() if name is not None else None
             if entry is not None:

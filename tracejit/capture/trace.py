@@ -479,7 +479,8 @@ class TracedFunction:
                 lines += [f"  - {n}" for n in tr.graph.notes]
             for j, bt in enumerate(tr.backwards, 1):
                 passes = " -> ".join(f"{name} ({n})" for name, n, _ in bt.stages.summary)
-                lines.append(f"  compiled backward {j}: {passes} nodes")
+                lines.append(f"  compiled backward {j}: {passes} nodes" + (
+                    " (loaded from the backward cache)" if bt.loaded else ""))
                 if bt.fwd_guards is not None:
                     lines.append("    size guards the backward added:")
                     lines += [f"    - {g}" for g in bt.fwd_guards.guards]
