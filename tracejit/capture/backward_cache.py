@@ -5,10 +5,11 @@ through eager autograd under a recorder, partitions the joint graph and runs the
 pipeline on both parts: 25-35 ms of the MLP benchmark's warm start, every start, for the
 same result. What it computes depends only on the forward graph, on the inputs' types
 (dtype, shape, strides, requires_grad), on the size facts the forward trace's guards
-hold (bindings and shape guards) and on tracejit's own code; so those, hashed, are the
-key, and the value is everything the derivation made: both parts as recorded and as
-optimised (in `tj.jit.save`'s graph encoding), the pass summaries, the bindings and the
-entry guards' generated source.
+hold (bindings and shape guards), on the autocast state and on tracejit's own code; so
+those, hashed (with numpy's and Python's versions, for safety), are the key, and the
+value is everything the derivation made: both parts as recorded and as optimised (in
+`tj.jit.save`'s graph encoding), the pass summaries, the bindings and the entry guards'
+generated source.
 
 A hit skips the derivation; the host programs and kernels are then made from the loaded
 graphs as from derived ones (kernels come from the kernel cache). What is not kept:
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -79,8 +81,9 @@ def key(forward, inputs: list, backend: str, known) -> str | None:
     bindings, shape_guards = known if known else ((), ())
     facts = [[list(b) for b in bindings],
              [[g.lhs, g.op, g.rhs, bool(g.expected)] for g in shape_guards]]
-    text = json.dumps([FORMAT, VERSION, _code_fingerprint(), graph, parts, facts,
-                       repr(STATE.autocast)], sort_keys=True, default=repr)
+    text = json.dumps([FORMAT, VERSION, _code_fingerprint(), np.__version__, sys.version,
+                       graph, parts, facts, repr(STATE.autocast)], sort_keys=True,
+                      default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
