@@ -10,7 +10,7 @@ import warnings as _warnings
 
 from . import _startup
 
-_startup.pause_collector()  # importing numba and tracejit makes ~10^5 long-lived objects
+_startup.pause_collector()  # see _startup.py: the collector and the imports
 try:
     from . import ops  # noqa: F401  (registers the op table first)
     from . import dtypes as _dtypes
