@@ -53,6 +53,26 @@ def _jumps(node) -> bool:
     return node.op in OPS and OPS[node.op].jumps
 
 
+class _Decoded:
+    """A graph attribute of a BackwardTrace that may hold the graph's encoding (from the
+    backward cache) until it is first read."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, bt, owner=None):
+        if bt is None:
+            return self
+        graph = getattr(bt, self.slot)
+        if isinstance(graph, dict):
+            graph = bt._decode(graph)
+            setattr(bt, self.slot, graph)
+        return graph
+
+    def __set__(self, bt, graph) -> None:
+        setattr(bt, self.slot, graph)
+
+
 class BackwardTrace:
     """The partitioned joint graph of one trace: `forward` and `backward` parts."""
 
@@ -146,27 +166,10 @@ class BackwardTrace:
                 "bindings": [list(b) for b in self.bindings], "guards": guards,
                 "forward_guards": fwd_guards}
 
-    # the graphs as recorded (before the passes) are decoded from a loaded entry on first
+    # the graphs as recorded (before the passes), which a loaded entry decodes on first
     # use: dumps, `explain()` and script loops read them, a call does not
-    @property
-    def forward_graph(self) -> Graph:
-        if isinstance(self._forward_graph, dict):
-            self._forward_graph = self._decode(self._forward_graph)
-        return self._forward_graph
-
-    @forward_graph.setter
-    def forward_graph(self, graph) -> None:
-        self._forward_graph = graph
-
-    @property
-    def recorded(self) -> Graph:
-        if isinstance(self._recorded, dict):
-            self._recorded = self._decode(self._recorded)
-        return self._recorded
-
-    @recorded.setter
-    def recorded(self, graph) -> None:
-        self._recorded = graph
+    forward_graph = _Decoded()
+    recorded = _Decoded()
 
     def _restore(self, entry: dict) -> None:
         from .saving import _size_source
