@@ -1,8 +1,15 @@
 """Shared benchmark helpers: median timing and side-by-side tables."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
+
+# What a program that starts often opts into (tracejit/_startup.py, runtime/memory.py): the
+# objects alive after the import frozen out of the collector's walks, and memory counted
+# from the import on. Set before tracejit is imported here or in the processes started here.
+os.environ.setdefault("TRACEJIT_GC_FREEZE", "1")
+os.environ.setdefault("TRACEJIT_MEMORY_STATS", "1")
 
 
 def median_time(fn, *, repeat: int = 7, min_time: float = 0.05) -> float:

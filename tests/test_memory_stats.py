@@ -148,9 +148,28 @@ def test_the_allocators_code_is_cached_and_damage_is_repaired(tmp_path):
     assert obj.read_bytes() == stored  # made again
 
 
-def test_import_freezes_what_is_alive_unless_told_not_to():
-    code = "import gc, tracejit; print(gc.isenabled(), gc.get_freeze_count() > 0)"
-    assert _new_process(code, {}) == ["True", "True"]
-    assert _new_process(code, {"TRACEJIT_GC_FREEZE": "0"}) == ["True", "False"]
-    disabled = "import gc; gc.disable(); " + code.replace("import gc, ", "import ")
-    assert _new_process(disabled, {}) == ["False", "False"]
+_PROCESS_STATE = ("import gc, numpy as np\n"
+                  "from numpy._core.multiarray import get_handler_name\n"
+                  "def state(): return [gc.isenabled(), gc.get_freeze_count() > 0, "
+                  "gc.get_threshold() == (700, 10, 10), get_handler_name()]\n"
+                  "before = state()\n"
+                  "import tracejit as tj\n"
+                  "print(before == state(), *state())\n"
+                  "tj.memory_allocated()\n"
+                  "print(get_handler_name())\n")
+
+
+def test_import_leaves_the_collector_and_numpys_allocator_alone():
+    out = _new_process(_PROCESS_STATE, {"TRACEJIT_GC_FREEZE": "", "TRACEJIT_MEMORY_STATS": ""})
+    assert out == ["True", "True", "False", "True", "default_allocator",
+                   "tracejit_counting_allocator"]  # statistics install it when first asked for
+
+
+def test_freezing_and_counting_from_the_import_are_opt_in():
+    env = {"TRACEJIT_GC_FREEZE": "1", "TRACEJIT_MEMORY_STATS": "1"}
+    out = _new_process(_PROCESS_STATE, env)
+    assert out[:5] == ["False", "True", "True", "True", "tracejit_counting_allocator"]
+    disabled = "import gc; gc.disable()\n" + _PROCESS_STATE
+    out = _new_process(disabled, env)
+    assert out[1:3] == ["False", "False"]  # a collector the program disabled stays unfrozen
+    assert _new_process(_PROCESS_STATE, {"TRACEJIT_MEMORY_STATS": "0"})[-1] == "default_allocator"

@@ -58,12 +58,12 @@ _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.
 
 from .runtime import memory as _memory  # noqa: E402
 
-_memory.install()  # count CPU tensor storage from here on (runtime/memory.py)
+_memory.install_at_import()  # only when asked to: see runtime/memory.py
 
 
 def memory_allocated(device=None) -> int:  # noqa: F811 (PyTorch's parameter name)
-    """Bytes held now by CPU tensor storage (numpy array data made since tracejit was
-    imported; see tracejit/runtime/memory.py for what is counted)."""
+    """Bytes held now by CPU tensor storage (numpy array data made since statistics were
+    first asked for; see tracejit/runtime/memory.py for what is counted)."""
     return _memory.allocated()
 
 

@@ -1,4 +1,4 @@
-"""What `import tracejit` does with Python's cyclic garbage collector, and why.
+"""What `import tracejit` does with Python's cyclic garbage collector: nothing lasting.
 
 Importing tracejit imports numba (llvmlite, numpy's submodules), and together they leave
 some 48,000 objects the collector tracks alive for the life of the process: modules,
@@ -8,14 +8,15 @@ MLP benchmark's warm start (a new process, warm kernel cache: import, trace, one
 training step), the collector ran 262 times, two of them full collections of 22 and
 60 ms, about 100 ms of the start's 450 ms beyond importing numba.
 
-So the import runs with the collector paused and ends by freezing what is alive
-(`gc.freeze()`): those objects move to the collector's permanent generation, which later
+A library must leave the process as it found it, so the import only pauses the collector
+while it runs (no collections of half-built modules) and restores it as it was.
+`freeze_imports()` is the opt-in for programs that start often and want the rest: it
+moves what is alive to the collector's permanent generation (`gc.freeze()`), which later
 collections do not walk (the same start: about 40 ms of collection, and the full
-collection 20-28 ms). The price: a reference cycle among objects made *before*
-`import tracejit` that becomes garbage later is not collected (reference counting still
-frees everything outside cycles), nor is the cyclic garbage the imports themselves
-leave (363 objects, once, measured); `gc.unfreeze()` undoes it. `TRACEJIT_GC_FREEZE=0`
-leaves the collector alone; a collector the program disabled stays disabled, unfrozen.
+collection 20-28 ms). The price, which is why it is not the default: a reference cycle
+among objects alive at that moment (the caller's too) that becomes garbage later is never
+collected. The command line (`python -m tracejit ...`) and the benchmarks call it;
+`TRACEJIT_GC_FREEZE=1` makes the import call it.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ _PAUSED = [False]
 
 
 def pause_collector() -> None:
-    if gc.isenabled() and os.environ.get("TRACEJIT_GC_FREEZE", "1") != "0":
+    if gc.isenabled():
         gc.disable()
         _PAUSED[0] = True
 
@@ -34,5 +35,13 @@ def pause_collector() -> None:
 def resume_collector() -> None:
     if _PAUSED[0]:
         _PAUSED[0] = False
-        gc.freeze()
         gc.enable()
+        if os.environ.get("TRACEJIT_GC_FREEZE") == "1":
+            freeze_imports()
+
+
+def freeze_imports() -> None:
+    """Move every object alive now out of the collector's walks (`gc.freeze()`); a
+    collector the program disabled is left alone. `gc.unfreeze()` undoes it."""
+    if gc.isenabled():
+        gc.freeze()

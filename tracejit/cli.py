@@ -217,6 +217,9 @@ def main(argv=None) -> int:
     fz.add_argument("--show", type=int, default=5, help="mismatches printed per backend")
     fz.add_argument("--verbose", action="store_true", help="print mismatches as found")
     args = parser.parse_args(argv)
+    from ._startup import freeze_imports
+
+    freeze_imports()  # a command runs once and exits: the collector need not walk the imports
     if args.command == "demo":
         from .demo import main as demo
 

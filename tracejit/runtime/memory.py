@@ -16,7 +16,12 @@ variable: arrays made in other threads use numpy's default allocator and are not
 counted. Arrays made before the import are not counted, and their frees are
 not subtracted (numpy frees each array through the allocator that made it).
 
-`TRACEJIT_MEMORY_STATS=0` leaves numpy's allocator alone (the statistics are 0).
+`import tracejit` leaves numpy's allocator alone: the allocator is installed when a
+statistic is first asked for (`tj.memory_allocated()`, `max_memory_allocated()`,
+`reset_peak_memory_stats()`, their `tj.cuda` names, a profiler with `profile_memory=True`),
+so the figures count storage made from then on. `TRACEJIT_MEMORY_STATS=1` installs it at
+the import (to count from the start); `TRACEJIT_MEMORY_STATS=0` never installs it (the
+statistics are 0).
 """
 from __future__ import annotations
 
@@ -175,7 +180,7 @@ def install() -> bool:
     (an unexpected numpy, or TRACEJIT_MEMORY_STATS=0)."""
     if _INSTALLED[0]:
         return True
-    if os.environ.get("TRACEJIT_MEMORY_STATS", "1") == "0":
+    if os.environ.get("TRACEJIT_MEMORY_STATS") == "0":
         return False
     try:
         api = _numpy_api()
@@ -261,19 +266,27 @@ def _object_path(llvm, target):
     return root / f"alloc_{key}.o"
 
 
+def install_at_import() -> None:
+    """`TRACEJIT_MEMORY_STATS=1`: count from the import on."""
+    if os.environ.get("TRACEJIT_MEMORY_STATS") == "1":
+        install()
+
+
 def allocated() -> int:
-    """Bytes of array storage alive now (counted since tracejit was imported)."""
-    return int(_STATE[_CURRENT]) if _INSTALLED[0] else 0
+    """Bytes of array storage alive now (counted since statistics were first asked for)."""
+    return int(_STATE[_CURRENT]) if _INSTALLED[0] or install() else 0
 
 
 def peak() -> int:
-    return int(_STATE[_PEAK]) if _INSTALLED[0] else 0
+    return int(_STATE[_PEAK]) if _INSTALLED[0] or install() else 0
 
 
 def reset_peak() -> None:
+    install()
     _STATE[_PEAK] = _STATE[_CURRENT]
 
 
 def allocations() -> int:
     """How many blocks have been allocated (a count that only grows)."""
+    install()
     return int(_STATE[_COUNT])
