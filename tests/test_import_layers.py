@@ -1,0 +1,110 @@
+"""The package import graph (every import counted, those inside functions too): no new
+package cycle. The one cycle that stands today is listed and may only shrink; the
+layering it should become is in docs/architecture.md."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import tracejit
+
+ROOT = pathlib.Path(tracejit.__file__).parent
+
+# the packages that import one another today (to be taken apart: core/ under ops/ under
+# ir/ under codegen/backends, none of them importing the eager runtime)
+KNOWN_CYCLE = {"amp", "autograd", "backends", "capture", "codegen", "cuda", "distributed",
+               "ir", "nn", "ops", "runtime", "scripting", "tensor"}
+
+
+def _unit(parts: tuple[str, ...]) -> str:
+    """The package (or top-level module) a module of tracejit belongs to."""
+    return parts[1] if len(parts) > 1 else "<root>"
+
+
+def import_graph(root: pathlib.Path = ROOT) -> dict[str, set[str]]:
+    """{unit: units it imports}, for every import statement anywhere in a file."""
+    edges: dict[str, set[str]] = {}
+    for f in root.rglob("*.py"):
+        parts = f.with_suffix("").relative_to(root.parent).parts
+        is_pkg = parts[-1] == "__init__"
+        mod = parts[:-1] if is_pkg else parts
+        src = _unit(mod)
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = list(mod if is_pkg else mod[:-1])
+                    base = base[:len(base) - node.level + 1]
+                    name = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    name = node.module or ""
+                names = ([f"tracejit.{a.name}" for a in node.names] if name == "tracejit"
+                         else [name])
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for n in names:
+                if n.startswith("tracejit.") and _unit(tuple(n.split("."))) != src:
+                    edges.setdefault(src, set()).add(_unit(tuple(n.split("."))))
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one unit (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in list(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(comp)
+    return found
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_new_package_cycle():
+    for comp in cycles(import_graph()):
+        assert comp <= KNOWN_CYCLE, (
+            f"a new import cycle among tracejit's packages: {sorted(comp - KNOWN_CYCLE)} "
+            f"joined {sorted(comp & KNOWN_CYCLE)}; import downwards only "
+            "(docs/architecture.md, the layers)")
+
+
+def test_the_leaf_packages_stay_leaves():
+    graph = import_graph()
+    for unit in ("dtypes", "_startup"):
+        assert not graph.get(unit), (unit, graph.get(unit))
