@@ -18,6 +18,53 @@ collect_ignore = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.envir
     "TRACEJIT_CUDA_TESTS") == "1" else ["cuda_backend"]
 
 
+# ---- tiers: `pytest --fast` runs the tests that compile nothing with Numba ----------------
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="the fast tier: leave out tests marked `compile`; a test that "
+                          "compiles with Numba anyway fails, naming the mark it needs")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "compile: compiles kernels with Numba (the full tier; "
+                                       "`pytest --fast` leaves it out)")
+    if config.getoption("--fast"):
+        from numba.core import dispatcher
+
+        plain = dispatcher.Dispatcher.compile
+
+        def counted(self, sig):
+            _COMPILES.append(getattr(self, "__qualname__", None) or repr(self.py_func))
+            return plain(self, sig)
+        dispatcher.Dispatcher.compile = counted
+
+
+_COMPILES: list = []
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # a test parametrised over backends compiles in its numba case
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if any(isinstance(v, str) and v == "numba" for v in params.values()):
+            item.add_marker(pytest.mark.compile)
+    if config.getoption("--fast"):
+        slow = [i for i in items if i.get_closest_marker("compile")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [i for i in items if not i.get_closest_marker("compile")]
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_compiles_nothing(request):
+    start = len(_COMPILES)
+    yield
+    if request.config.getoption("--fast") and len(_COMPILES) > start:
+        pytest.fail(f"this test compiled with Numba ({', '.join(sorted(set(_COMPILES[start:])))}"
+                    "): mark it @pytest.mark.compile, or keep it on the interpreter",
+                    pytrace=False)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     tj.manual_seed(0)

@@ -12,8 +12,11 @@ import tracejit as tj
 from tracejit import nn
 from tracejit.codegen.plan import one_op_region
 from tracejit.onnx.exporter import build_model
-from tracejit.onnx.lowering import LOWERINGS, REFUSED, ExportError
+from tracejit.onnx.lowering import (CODE_FOR_FN, LOWERINGS, REFUSED, REFUSED_FNS, ExportError,
+                                    expressible)
 from tracejit.ops import OPS
+from tracejit.ops.registry import ELEMENTWISE
+from tracejit.ops.scalar import FUNCTIONS
 
 
 def _session(model):
@@ -21,10 +24,27 @@ def _session(model):
 
 
 def test_every_op_of_the_table_is_lowered_or_refused_with_a_reason():
-    missing = [op.name for op in OPS if op not in LOWERINGS and op not in REFUSED]
+    missing = [op.name for op in OPS if op not in LOWERINGS and op not in REFUSED and
+               not expressible(op)]
     assert not missing, f"give {missing} a lowering in tracejit/onnx/lowering.py or a reason"
     assert not [op.name for op in LOWERINGS if op in REFUSED]
     assert all(isinstance(why, str) and why for why in REFUSED.values())
+
+
+def test_every_scalar_function_has_an_onnx_spelling_or_a_reason():
+    missing = [fn for fn in FUNCTIONS if fn not in CODE_FOR_FN and fn not in REFUSED_FNS]
+    assert not missing, f"spell {missing} in CODE_FOR_FN (tracejit/onnx/lowering.py)"
+
+
+EXPRESSION_CASES = [(op.name, i) for op in OPS if op.kind == ELEMENTWISE and expressible(op)
+                    for i in range(len(SAMPLES[op.name][0]))]
+
+
+@pytest.mark.parametrize("name,i", EXPRESSION_CASES)
+def test_each_elementwise_op_lowered_from_its_expression_equals_eager(name, i, monkeypatch):
+    """The path a new elementwise op takes (no entry in LOWERINGS), for every one."""
+    monkeypatch.delitem(LOWERINGS, OPS[name], raising=False)
+    test_each_lowered_op_equals_its_eager_impl_in_onnxruntime(name, i)
 
 
 CASES = [(op.name, i) for op in OPS if op in LOWERINGS

@@ -16,6 +16,7 @@ from tracejit.backends import numba_cpu, numba_cuda
 from tracejit.codegen.plan import one_op_region, plan_elementwise
 from tracejit.ops import OPS
 from tracejit.ops.registry import ELEMENTWISE
+from tracejit.ops.scalar import FUNCTIONS, MONOIDS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from op_samples import SAMPLES  # noqa: E402
@@ -34,6 +35,13 @@ def _run(region, arrays, env=None):
 
 def test_every_elementwise_op_of_the_table_is_covered():
     assert len(ELEMENTWISE_OPS) >= 30 and "tanh" in ELEMENTWISE_OPS
+
+
+@pytest.mark.parametrize("fn", sorted(FUNCTIONS))
+def test_the_cuda_renderer_spells_every_scalar_function(fn):
+    spelled = numba_cuda.CODE_FOR_FN[fn].format(*(f"a{i}" for i in range(FUNCTIONS[fn].arity)))
+    assert all(f"a{i}" in spelled for i in range(FUNCTIONS[fn].arity))
+    assert all(m in numba_cuda._COMBINE for m in MONOIDS)
 
 
 @pytest.mark.parametrize("name", ELEMENTWISE_OPS)

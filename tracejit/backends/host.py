@@ -32,6 +32,7 @@ from ..runtime.events import ACTIVE as _EVENTS
 from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE
+from ..ops.scalar import IDENTITY
 from .interpret import check_guard
 from .numba_cpu import RowKernel, Unsupported, compile_region, row_frame, size_params
 
@@ -155,7 +156,7 @@ class HostProgram:
     @staticmethod
     def _emit_op(em: _Emitter, node, args: list, out: str) -> None:
         op = OPS[node.op]
-        if op.expr == "{0}" and op.kind != ELEMENTWISE and \
+        if op.expr == IDENTITY and op.kind != ELEMENTWISE and \
                 _same_type(node.inputs[0], node.outputs[0]):
             em.lines.append(f"{out} = {args[0]}  # {node.op}")  # an element identity
             return

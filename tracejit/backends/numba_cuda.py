@@ -23,9 +23,10 @@ from numba import cuda  # the simulator swaps this name in kernels' globals
 
 from ..codegen.plan import ElementwisePlan, Statement, Unsupported, plan_elementwise
 from ..ir.graph import Graph
-from ..ops import OPS
+from ..ops.scalar import MAX, MEAN, MIN, PROD, SUM, Arg, Ref, render
 from ..runtime.kernel_cache import load_module
-from .numba_cpu import _NP_TYPES, _NUMBER, _concrete, _index, _shape_codes, _size_codes
+from .numba_cpu import CODE_FOR_FN as _CPU_CODE
+from .numba_cpu import _NP_TYPES, _concrete, _index, _number, _shape_codes, _size_codes
 from .numba_cpu import _row_item as row_item
 from .numba_cpu import store_lines
 
@@ -39,25 +40,37 @@ def simulated() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-# this device's own spelling of an op, where the op table's template will not do: the
-# simulator runs kernels as Python over numpy scalars, where bool - bool is an error
-SPELLING = {OPS["sign"]: "(int(0 < {0}) - int({0} < 0))"}
-
+# CUDA's spelling of each scalar function of ops/scalar.py: Numba's Python, as the CPU's,
+# with libdevice's calls for rounding (a test over ops.scalar.FUNCTIONS fails when one is
+# missing)
+CODE_FOR_FN = dict(_CPU_CODE, floor="math.floor({0})", ceil="math.ceil({0})",
+                   trunc="math.trunc({0})", exp2="math.pow(2.0, {0})",
+                   fmod="math.fmod({0}, {1})")
 
 # The simulator runs `math.exp` as Python's, which raises on overflow (and `math.sqrt`,
 # `math.log` on their domain's edge) where a GPU gives IEEE infinities and NaNs: there,
 # these calls go through numpy's float32-preserving functions, which do give them
-_SIMULATOR_MATH = ("exp", "log", "log1p", "sqrt", "tanh", "sin", "cos", "floor")
+_SIMULATOR_CODE = {fn: f"np.{fn}({{0}})" for fn in ("exp", "log", "log1p", "sqrt", "tanh",
+                                                     "sin", "cos", "floor", "ceil", "trunc",
+                                                     "expm1", "log2", "log10", "exp2", "tan",
+                                                     "sinh", "cosh")}
+_SIMULATOR_CODE.update({fn: f"np.arc{fn[1:]}({{0}})" for fn in ("asin", "acos", "atan",
+                                                                "asinh", "acosh", "atanh")})
 
 
 def render_statement(st: Statement) -> str:
-    expr = SPELLING.get(OPS[st.op], st.template).format(*st.args)
-    if simulated():
-        for fn in _SIMULATOR_MATH:
-            expr = expr.replace(f"math.{fn}(", f"np.{fn}(")
-    if st.dtype == "float32":
-        expr = _NUMBER.sub(lambda m: f"np.float32({m.group(0)})", expr)
-    return f"{st.target} = {_NP_TYPES[st.dtype]}({expr})"
+    table = dict(CODE_FOR_FN, **_SIMULATOR_CODE) if simulated() else CODE_FOR_FN
+
+    def leaf(e) -> str:
+        if isinstance(e, Arg):
+            return leaf(st.args[e.index])
+        if isinstance(e, Ref):
+            return e.name
+        text = _number(e.value)
+        # float32 math gets typed constants (a Python float would widen it to float64)
+        return f"np.float32({text})" if st.dtype == "float32" and not isinstance(
+            e.value, bool) else text
+    return f"{st.target} = {_NP_TYPES[st.dtype]}({render(st.expr, table.__getitem__, leaf)})"
 
 
 def render_elementwise(plan: ElementwisePlan) -> str:
@@ -153,24 +166,24 @@ def _contiguous(a) -> bool:
 # Sums over rows are two-stage, as on the CPU: block `c` adds its rows into row `c` of a
 # [blocks, N] float64 accumulator, which a second kernel sums over its rows.
 
-_COMBINE = {"+": "{a} + {b}", "+/n": "{a} + {b}", "*": "{a} * {b}",
-            "max": "{b} if ({b} > {a} or {b} != {b}) else {a}",
-            "min": "{b} if ({b} < {a} or {b} != {b}) else {a}"}
+_COMBINE = {SUM: "{a} + {b}", MEAN: "{a} + {b}", PROD: "{a} * {b}",
+            MAX: "{b} if ({b} > {a} or {b} != {b}) else {a}",
+            MIN: "{b} if ({b} < {a} or {b} != {b}) else {a}"}
 _NUMBA_TYPES = {"float32": "numba.float32", "float64": "numba.float64",
                 "int32": "numba.int32", "int64": "numba.int64", "bool": "numba.boolean"}
 
 
-def _initial(kind: str, dtype: str) -> str:
-    if kind in ("+", "+/n"):
+def _initial(monoid, dtype: str) -> str:
+    if monoid in (SUM, MEAN):
         return f"{_NP_TYPES[dtype]}(0)"
-    if kind == "*":
+    if monoid is PROD:
         return f"{_NP_TYPES[dtype]}(1)"
     dt = np.dtype(dtype)
     if dt.kind == "f":
-        return f"{_NP_TYPES[dtype]}({'-' if kind == 'max' else ''}np.inf)"
+        return f"{_NP_TYPES[dtype]}({'-' if monoid is MAX else ''}np.inf)"
     if dt.kind == "b":
-        return "False" if kind == "max" else "True"
-    return str(int(np.iinfo(dt).min if kind == "max" else np.iinfo(dt).max))
+        return "False" if monoid is MAX else "True"
+    return str(int(np.iinfo(dt).min if monoid is MAX else np.iinfo(dt).max))
 
 
 def _row_item(item) -> str:
@@ -191,8 +204,8 @@ def render_row(plan, threads: int) -> str:
     lines += ["        " + _row_item(load) for load in plan.row_loads]
     for k, p in enumerate(plan.reductions):
         lines += ["        " + _row_item(item) for item in p.prelude]
-        combine = _COMBINE[p.kind]
-        lines.append(f"        acc = {_initial(p.kind, p.dtype)}")
+        combine = _COMBINE[p.monoid]
+        lines.append(f"        acc = {_initial(p.monoid, p.dtype)}")
         lines.append("        for j in range(t, n, width):")
         lines += ["            " + _row_item(item) for item in p.body]
         lines.append(f"            acc = {combine.format(a='acc', b=p.operand)}")
@@ -202,7 +215,7 @@ def render_row(plan, threads: int) -> str:
                   f"                x = sh{k}[t + half]",
                   f"                sh{k}[t] = {combine.format(a=f'sh{k}[t]', b='x')}",
                   "            cuda.syncthreads()", "            half = half // 2"]
-        finish = f"sh{k}[0] / n" if p.kind == "+/n" else f"sh{k}[0]"
+        finish = f"sh{k}[0] / n" if p.monoid.mean else f"sh{k}[0]"
         lines.append(f"        {p.target} = {_NP_TYPES[p.dtype]}({finish})")
     lines += ["        " + _row_item(item) for item in plan.prelude]
     if plan.output_pass:

@@ -229,11 +229,11 @@ def erf_f32(x):
     return series if a < np.float32(0.5) else tail
 
 
-# math.<name> in a float32 kernel is emitted as the fast form where one exists
-FLOAT32_FORMS = {"math.tanh": "tanh_f32", "math.exp": "exp_f32", "math.log": "log_f32",
-                 "math.erf": "erf_f32"}
+# a scalar function (ops/scalar.py) in a float32 kernel is emitted as the fast form where
+# one exists
+FLOAT32_FORMS = {"tanh": "tanh_f32", "exp": "exp_f32", "log": "log_f32", "erf": "erf_f32"}
 # ... and in a float64 kernel, as the form that saturates where eager does
-FLOAT64_FORMS = {"math.tanh": "tanh_f64"}
+FLOAT64_FORMS = {"tanh": "tanh_f64"}
 
 
 # ---- float16 and bfloat16 storage: kernels read and write them as uint16 bits and

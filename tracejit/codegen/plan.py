@@ -2,7 +2,7 @@
 
 An elementwise region becomes an `ElementwisePlan`: a loop space of some rank, the inputs
 each read at its own broadcast index, one scalar `Statement` per op (the op table's
-scalar template with its operands), and the outputs, each stored at its own index (an
+scalar expression, ops/scalar.py, with its operands), and the outputs, each stored at its own index (an
 output smaller than the loop space only where the loop is at its first position along
 the dimensions it does not span). A renderer turns a plan into a kernel: the CPU one
 into Numba loops over `prange`, the CUDA one into a grid-stride loop.
@@ -13,13 +13,13 @@ dimension `d` is the index `i{d}_`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..ir.graph import Graph, Value
 from ..ir.symbolic import SymInt
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE
+from ..ops.scalar import IDENTITY, Const, Expr, Monoid, Ref, X, Y
 
 
 class Unsupported(Exception):
@@ -28,18 +28,19 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class Statement:
-    """`target = dtype(template.format(*args))`: one op's scalar expression (a renderer
-    may spell `op` its own way)."""
+    """`target = dtype(expr)`, `expr`'s operands X, Y, ... being `args`: one op's scalar
+    expression (ops/scalar.py; each renderer spells it with its own table)."""
     op: str           # the op table's name
     target: str
     dtype: str        # the result's dtype name
-    template: str     # the op table's scalar template ({0}, {1}: operands)
-    args: tuple       # operand texts: names of earlier values, or literals
+    expr: Expr        # the op's element expression, its attributes applied
+    args: tuple       # operands: Ref (a name the kernel holds: an earlier value, an
+                      # input, a size parameter) or Const (a number)
 
     @property
     def calls(self) -> bool:
         """Whether it calls a math function (worth keeping rather than recomputing)."""
-        return "math." in self.template
+        return self.expr.calls_math
 
 
 @dataclass(frozen=True)
@@ -86,32 +87,43 @@ def value_names(region: Graph) -> dict:
     return names
 
 
-def literal(x, names: dict) -> str:
-    """The text of an operand that is not a value: a size parameter or a number."""
+def literal(x, names: dict) -> Expr:
+    """An operand that is not a value: a size parameter (by its name) or a number."""
     if isinstance(x, SymInt):
         name = names.get(("size", x.source()))
         if name is None:
             raise Unsupported(f"size {x.source()} is not a kernel parameter")
-        return name
-    if isinstance(x, bool):
-        return "True" if x else "False"
-    if isinstance(x, float) and not math.isfinite(x):  # repr gives a bare `inf` / `nan`
-        return "np.nan" if x != x else "np.inf" if x > 0 else "(-np.inf)"
-    if isinstance(x, (int, float)):
-        return repr(float(x)) if isinstance(x, float) else repr(x)
+        return Ref(name)
+    if isinstance(x, (bool, int, float)):
+        return Const(x)
     raise Unsupported(f"operand {x!r}")
+
+
+def _numbers_only(expr: Expr, names: dict) -> Expr:
+    """An op's expression with its attributes' sizes as kernel parameters."""
+    from ..ops.scalar import Call
+
+    if isinstance(expr, Const) and isinstance(expr.value, SymInt):
+        return literal(expr.value, names)
+    if isinstance(expr, Const) and not isinstance(expr.value, (bool, int, float)):
+        raise Unsupported(f"operand {expr.value!r}")
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(_numbers_only(a, names) for a in expr.args))
+    return expr
 
 
 def statement(k: int, node, names: dict) -> Statement:
     """The statement `rK` of one elementwise node; records its name in `names`."""
     op = OPS[node.op] if node.op in OPS else None
     if op is None or op.expr is None or not (
-            op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == "{0}")):
+            op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == IDENTITY)):
         raise Unsupported(f"{node.op} is not an elementwise op with a scalar expression")
-    args = tuple(names[x] if isinstance(x, Value) else literal(x, names) for x in node.inputs)
+    expr = op.scalar(node.attrs)
+    args = tuple(Ref(names[x]) if isinstance(x, Value) else literal(x, names)
+                 for x in node.inputs)
     out = node.outputs[0]
     names[out] = f"r{k}"
-    return Statement(op.name, f"r{k}", out.dtype.name, op.expr, args)
+    return Statement(op.name, f"r{k}", out.dtype.name, _numbers_only(expr, names), args)
 
 
 def _is_one(size) -> bool:
@@ -187,7 +199,6 @@ def one_op_region(op, inputs: list, attrs: dict | None = None) -> Graph:
 # rows (bias gradients); per-row outputs are stored last. How a pass accumulates (vector
 # lanes, a float64 accumulator, a tree over a thread block) is the renderer's choice.
 
-REDUCTION_KINDS = ("+", "+/n", "*", "max", "min")  # the op table's reduction exprs
 
 
 @dataclass(frozen=True)
@@ -219,8 +230,8 @@ class Reciprocal:
 @dataclass(frozen=True)
 class Reduce:
     """One pass over the row: `body` (loads and statements) per column, accumulating
-    `operand` by `kind` into `target` of `dtype`; `prelude` runs once before the pass."""
-    kind: str
+    `operand` by `monoid` into `target` of `dtype`; `prelude` runs once before the pass."""
+    monoid: Monoid
     target: str
     dtype: str
     operand: str
@@ -254,7 +265,7 @@ def is_reduction(node) -> bool:
     from ..ir.passes.fuse import column_sum
 
     return node.op in OPS and OPS[node.op].kind == REDUCE and \
-        OPS[node.op].expr in REDUCTION_KINDS and not column_sum(node)
+        OPS[node.op].monoid is not None and not column_sum(node)
 
 
 def is_column_value(v) -> bool:
@@ -290,7 +301,8 @@ def _spill_choice(reductions, per_element, cone, ready, also_needed=()):
         needed = [v for n in cone([v for _, v in per_element] + list(also_needed))
                   for v in n.outputs]
         for value in reversed(needed):
-            if value in last_pass and any("math." in (OPS[n.op].expr or "")
+            if value in last_pass and any(OPS[n.op].expr is not None and
+                                          OPS[n.op].scalar(n.attrs).calls_math
                                           for n in cone([value]) if n.op in OPS):
                 for j, out in per_element:
                     if out.dtype is value.dtype and tuple(map(str, out.shape)) == tuple(
@@ -341,9 +353,9 @@ def plan_row(region: Graph) -> RowPlan:
                                               divisor.dtype.name))
                 k = index[id(node)]
                 names[node.outputs[0]] = f"r{k}"
-                body.append(Statement("mul", f"r{k}", node.outputs[0].dtype.name,
-                                      "{0} * {1}", (names[node.inputs[0]],
-                                                    reciprocals[divisor])))
+                body.append(Statement("mul", f"r{k}", node.outputs[0].dtype.name, X * Y,
+                                      (Ref(names[node.inputs[0]]),
+                                       Ref(reciprocals[divisor]))))
                 continue
             body.append(statement(index[id(node)], node, names))
         return body
@@ -376,7 +388,7 @@ def plan_row(region: Graph) -> RowPlan:
         prelude += pending
         pending.clear()
         k = index[id(node)]
-        passes.append(Reduce(OPS[node.op].expr, f"r{k}", node.outputs[0].dtype.name,
+        passes.append(Reduce(OPS[node.op].monoid, f"r{k}", node.outputs[0].dtype.name,
                              names[x], tuple(body), tuple(prelude)))
         names[node.outputs[0]] = f"r{k}"
         ready.add(node.outputs[0])

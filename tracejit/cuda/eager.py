@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ops import OPS
 from ..ops.registry import COMPARE, ELEMENTWISE, REDUCE
+from ..ops.scalar import MAX, MEAN, MIN, SUM
 from . import memory
 
 STATS = {"kernels": Counter(), "host": Counter()}
@@ -132,7 +133,8 @@ def compute(op, args, attrs):
     from ..tensor.tensor import Tensor
 
     check_same_device(op, args)
-    if op.kind is ELEMENTWISE and op.expr is not None and not (set(attrs) - {"dtype"}):
+    if op.kind is ELEMENTWISE and op.expr is not None and (
+            callable(op.expr) or not (set(attrs) - {"dtype"})):
         try:
             region = one_op_region(op, [a._data if isinstance(a, Tensor) else a
                                         for a in args], attrs)
@@ -148,7 +150,7 @@ def compute(op, args, attrs):
                 return kernel.run(arrays, [], [out_shape], shape)[0]
         except Unsupported:
             pass
-    if op.kind is REDUCE and op.expr in ("+", "+/n", "max", "min") and "dim" in attrs and \
+    if op.kind is REDUCE and op.monoid in (SUM, MEAN, MAX, MIN) and "dim" in attrs and \
             isinstance(args[0], Tensor) and args[0].dtype.name in ("float32", "float64"):
         out = _device_reduce(op, args[0], attrs)
         if out is not None:

@@ -21,7 +21,7 @@ import numpy as np
 from ..ir.graph import GUARD, ListType, Value
 from ..ir.symbolic import SymInt
 from ..ops import OPS
-from .lowering import LOWERINGS, ONNX_TYPES, REFUSED, ExportError
+from .lowering import ONNX_TYPES, REFUSED, ExportError, lowering_of
 
 DEFAULT_OPSET = 17
 
@@ -248,7 +248,7 @@ def _lower_nodes(ctx, nodes, values: dict) -> None:
             _CONTROL[node.op](ctx, node, values)
             continue
         op = OPS[node.op] if node.op in OPS else None
-        lower = LOWERINGS.get(op)
+        lower = lowering_of(op) if op is not None else None
         if lower is None:
             why = REFUSED.get(op, "no lowering" if op is not None else
                               "a scripted construct ONNX export does not have yet")

@@ -320,3 +320,133 @@ REFUSED = {
                      "windows' consumers)",
     OPS["fold2d"]: f"{_LATER} (Col2Im, opset 18)",
 }
+
+
+# ---- elementwise ops by their element expression (ops/scalar.py) ------------------------
+#
+# An elementwise op without an entry above is lowered from its expression: each scalar
+# function has ONNX's spelling here (a test over ops.scalar.FUNCTIONS fails when one is
+# missing), so a new elementwise op built from existing functions exports with no edit.
+
+def _unary_code(onnx_op: str):
+    return lambda c, x: c.op(onnx_op, [x])
+
+
+def _binary_code(onnx_op: str):
+    return lambda c, x, y: c.op(onnx_op, [x, y])
+
+
+def _float_const(c, like: str, value: float) -> str:
+    return c.const(np.asarray(value, np.dtype(c.dtype(like))))
+
+
+def _fn_floordiv(c, a, b):
+    if np.dtype(c.dtype(a)).kind == "f":
+        return c.op("Floor", [c.op("Div", [a, b])])
+    return c.op("Div", [c.op("Sub", [a, c.op("Mod", [a, b], fmod=0)]), b])
+
+
+def _fn_mod(c, a, b):
+    if np.dtype(c.dtype(a)).kind == "f":
+        return c.op("Sub", [a, c.op("Mul", [c.op("Floor", [c.op("Div", [a, b])]), b])])
+    return c.op("Mod", [a, b], fmod=0)
+
+
+CODE_FOR_FN = {
+    **{fn: _unary_code(fn.capitalize()) for fn in (
+        "neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan",
+        "sinh", "cosh", "asinh", "acosh", "atanh", "tanh", "erf", "floor", "ceil", "not")},
+    **{fn: _binary_code(onnx_op) for fn, onnx_op in (
+        ("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("div", "Div"), ("pow", "Pow"),
+        ("max", "Max"), ("min", "Min"), ("lt", "Less"), ("le", "LessOrEqual"),
+        ("gt", "Greater"), ("ge", "GreaterOrEqual"), ("eq", "Equal"), ("and", "And"),
+        ("or", "Or"), ("xor", "Xor"))},
+    "ne": lambda c, x, y: c.op("Not", [c.op("Equal", [x, y])]),
+    "select": lambda c, k, x, y: c.op("Where", [k, x, y]),
+    "isnan": _unary_code("IsNaN"), "isinf": _unary_code("IsInf"),
+    "isfinite": lambda c, x: c.op("Not", [c.op("Or", [c.op("IsNaN", [x]),
+                                                      c.op("IsInf", [x])])]),
+    "log1p": lambda c, x: c.op("Log", [c.op("Add", [x, _float_const(c, x, 1)])]),
+    "expm1": lambda c, x: c.op("Sub", [c.op("Exp", [x]), _float_const(c, x, 1)]),
+    "log2": lambda c, x: c.op("Div", [c.op("Log", [x]), _float_const(c, x, np.log(2))]),
+    "log10": lambda c, x: c.op("Div", [c.op("Log", [x]), _float_const(c, x, np.log(10))]),
+    "exp2": lambda c, x: c.op("Pow", [_float_const(c, x, 2), x]),
+    "erfc": lambda c, x: c.op("Sub", [_float_const(c, x, 1), c.op("Erf", [x])]),
+    "trunc": lambda c, x: c.op("Where", [c.op("Less", [x, _float_const(c, x, 0)]),
+                                         c.op("Ceil", [x]), c.op("Floor", [x])]),
+    "floordiv": _fn_floordiv, "mod": _fn_mod,
+    "fmod": lambda c, x, y: c.op("Mod", [x, y], fmod=1),
+    "hypot": lambda c, x, y: c.op("Sqrt", [c.op("Add", [c.op("Mul", [x, x]),
+                                                        c.op("Mul", [y, y])])]),
+}
+REFUSED_FNS = {
+    "atan2": "ONNX has no two-argument arctangent",
+    "copysign": "ONNX cannot read the sign of a negative zero",
+}
+_BOOL_OPERANDS = {"not", "and", "or", "xor"}
+_BOOL_RESULTS = {"lt", "le", "gt", "ge", "eq", "ne", "isnan", "isinf", "isfinite"} | \
+    _BOOL_OPERANDS
+
+
+def expressible(op) -> bool:
+    """Whether `op` can be lowered from its element expression."""
+    if op is None or op.expr is None or op.kind != "elementwise":
+        return False
+    if callable(op.expr):  # depends on attributes: every function may appear
+        return True
+    return all(fn in CODE_FOR_FN for fn in op.expr.calls())
+
+
+def lower_expression(ctx, node, ins):
+    """The ONNX nodes of an elementwise node's element expression: arithmetic in the
+    output's dtype (a comparison's in its operands' promotion), logic in bool."""
+    from ..ops.scalar import Arg, Call, Const
+
+    op = OPS[node.op]
+    out_dtype = node.outputs[0].dtype.name
+    value_dtype = _compute_dtype(node) if out_dtype == "bool" else out_dtype
+    operands: dict = {}
+
+    def operand(i: int, dtype: str) -> str:
+        if (i, dtype) not in operands:
+            x = node.inputs[i]
+            if isinstance(x, Value):
+                name = ins[i] if x.dtype.name == dtype else ctx.cast(ins[i], dtype)
+            else:
+                name = ctx.scalar(x, dtype)
+            ctx.known[name] = dtype
+            operands[i, dtype] = name
+        return operands[i, dtype]
+
+    def lower(e, dtype: str) -> str:
+        """`e` as an ONNX name of `dtype` ("bool" or the value dtype)."""
+        if isinstance(e, Arg):
+            return operand(e.index, dtype)
+        if isinstance(e, Const):
+            return ctx.scalar(e.value, dtype)
+        if not isinstance(e, Call):
+            raise ExportError(f"{node.op}: an operand ONNX export does not know ({e!r})")
+        if e.fn in REFUSED_FNS or e.fn not in CODE_FOR_FN:
+            raise ExportError(f"cannot export {node.op}: {e.fn}: "
+                              f"{REFUSED_FNS.get(e.fn, 'no ONNX spelling')}")
+        if e.fn == "select":
+            args = [lower(e.args[0], "bool"), lower(e.args[1], value_dtype),
+                    lower(e.args[2], value_dtype)]
+        else:
+            arg_dtype = "bool" if e.fn in _BOOL_OPERANDS else value_dtype
+            args = [lower(a, arg_dtype) for a in e.args]
+        result = CODE_FOR_FN[e.fn](ctx, *args)
+        made = "bool" if e.fn in _BOOL_RESULTS else value_dtype
+        ctx.known[result] = made
+        return result if made == dtype else ctx.cast(result, dtype)
+
+    return [lower(op.scalar(node.attrs), out_dtype)]
+
+
+def lowering_of(op):
+    """How `op` is exported: its entry in LOWERINGS, else its element expression, else
+    None (REFUSED says why)."""
+    lower = LOWERINGS.get(op)
+    if lower is None and op not in REFUSED and expressible(op):
+        return lower_expression
+    return lower

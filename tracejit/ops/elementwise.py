@@ -1,7 +1,8 @@
 """Elementwise primitives: numpy impl, dtype rule, vjp and scalar expression.
 
-`expr` is the per-element expression the code generators emit, with the
-inputs as {0}, {1}, ...; vjp rules are written in tracejit ops (module F).
+`expr` is what one element computes, in the scalar language of `ops/scalar.py` (the
+operands are X, Y, Z); every code generator spells it its own way. vjp rules are written
+in tracejit ops (module F).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, infer_elementwise
+from .scalar import IDENTITY, X, Y, Z, call, select
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are loaded
 
@@ -111,6 +113,17 @@ def _infer_cast(x, dtype):
     return AVal(aval_of(x).shape, dtype)
 
 
+def _clamp_expr(min=None, max=None):
+    """clamp's element: NaN passes through; with min > max every element is max (as
+    PyTorch and np.clip)."""
+    e = X
+    if min is not None:
+        e = select(e < min, min, e)
+    if max is not None:
+        e = select(e > max, max, e)
+    return e
+
+
 def _infer_clamp(x, min=None, max=None):
     a = aval_of(x)
     bounds = [v for v in (min, max) if v is not None]
@@ -129,28 +142,28 @@ def _infer_where(cond, a, b):
 
 
 # ---- unary -------------------------------------------------------------------------------
-_unary("neg", np.negative, "(-{0})", lambda g, out, x: (-g,), rule=PROMOTE, saves=(),
+_unary("neg", np.negative, -X, lambda g, out, x: (-g,), rule=PROMOTE, saves=(),
        meta_inputs=False, involution=True)
-_unary("abs", np.abs, "abs({0})", lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
-_unary("exp", np.exp, "math.exp({0})", lambda g, out, x: (g * out,), save_out=True,
+_unary("abs", np.abs, call("abs", X), lambda g, out, x: (g * F.sign(x),), rule=PROMOTE)
+_unary("exp", np.exp, call("exp", X), lambda g, out, x: (g * out,), save_out=True,
        meta_inputs=False, autocast="fp32 cuda")
-_unary("log", np.log, "math.log({0})", lambda g, out, x: (g / x,), autocast="fp32 cuda")
-_unary("log1p", np.log1p, "math.log1p({0})", lambda g, out, x: (g / (x + 1),),
+_unary("log", np.log, call("log", X), lambda g, out, x: (g / x,), autocast="fp32 cuda")
+_unary("log1p", np.log1p, call("log1p", X), lambda g, out, x: (g / (x + 1),),
        autocast="fp32 cuda")
-_unary("sqrt", np.sqrt, "math.sqrt({0})", lambda g, out, x: (g / (out * 2),), save_out=True,
+_unary("sqrt", np.sqrt, call("sqrt", X), lambda g, out, x: (g / (out * 2),), save_out=True,
        meta_inputs=False)
-_unary("rsqrt", _rsqrt, "(1 / math.sqrt({0}))",
+_unary("rsqrt", _rsqrt, 1 / call("sqrt", X),
        lambda g, out, x: (g * (out * out * out) * -0.5,), save_out=True, meta_inputs=False,
        autocast="fp32 cuda")
-_unary("sin", np.sin, "math.sin({0})", lambda g, out, x: (g * F.cos(x),))
-_unary("cos", np.cos, "math.cos({0})", lambda g, out, x: (-(g * F.sin(x)),))
-_unary("tanh", np.tanh, "math.tanh({0})", lambda g, out, x: (F.tanh_backward(g, out),),
+_unary("sin", np.sin, call("sin", X), lambda g, out, x: (g * F.cos(x),))
+_unary("cos", np.cos, call("cos", X), lambda g, out, x: (-(g * F.sin(x)),))
+_unary("tanh", np.tanh, call("tanh", X), lambda g, out, x: (F.tanh_backward(g, out),),
        save_out=True, meta_inputs=False)
-_unary("sigmoid", _sigmoid, "(0.5 * math.tanh(0.5 * {0}) + 0.5)",
+_unary("sigmoid", _sigmoid, 0.5 * call("tanh", 0.5 * X) + 0.5,
        lambda g, out, x: (F.sigmoid_backward(g, out),), save_out=True, meta_inputs=False)
-_unary("relu", _relu, "max({0}, 0)", lambda g, out, x: (F.threshold_backward(g, out),),
+_unary("relu", _relu, call("max", X, 0), lambda g, out, x: (F.threshold_backward(g, out),),
        rule=PROMOTE, save_out=True, meta_inputs=False)
-_unary("erf", _erf, "math.erf({0})",
+_unary("erf", _erf, call("erf", X),
        lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
 def _sign(x):
     """PyTorch's sign: 0 for NaN (numpy's gives NaN), as the kernels' expression does."""
@@ -158,31 +171,31 @@ def _sign(x):
         x.copy()
 
 
-_unary("sign", _sign, "((0 < {0}) - ({0} < 0))", lambda g, out, x: (g * 0,), rule=PROMOTE,
+_unary("sign", _sign, select(X > 0, 1, select(X < 0, -1, 0)), lambda g, out, x: (g * 0,), rule=PROMOTE,
        saves=(), meta_inputs=False, discontinuous=True)
-_unary("floor", np.floor, "math.floor({0})", lambda g, out, x: (g * 0,), rule=PROMOTE,
+_unary("floor", np.floor, call("floor", X), lambda g, out, x: (g * 0,), rule=PROMOTE,
        saves=(), meta_inputs=False, discontinuous=True)
-_unary("logical_not", np.logical_not, "(not {0})", rule=LOGICAL, saves=())
-_unary("isnan", np.isnan, "math.isnan({0})", rule=COMPARE, saves=())
-_unary("isfinite", np.isfinite, "math.isfinite({0})", rule=COMPARE, saves=())
+_unary("logical_not", np.logical_not, call("not", X), rule=LOGICAL, saves=())
+_unary("isnan", np.isnan, call("isnan", X), rule=COMPARE, saves=())
+_unary("isfinite", np.isfinite, call("isfinite", X), rule=COMPARE, saves=())
 register("clamp", ELEMENTWISE, _clamp, _infer_clamp,
          lambda g, out, x, min=None, max=None: (F.where(_inside(x, min, max), g, 0),),
-         saves=(0,), expr=None, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"),
+         saves=(0,), expr=_clamp_expr, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"),
          grad_name="ClampBackward1")
 register("cast", ELEMENTWISE, _cast, _infer_cast,
-         lambda g, out, x, dtype: (F.cast(g, x.dtype),), saves=(), expr="{0}",
+         lambda g, out, x, dtype: (F.cast(g, x.dtype),), saves=(), expr=IDENTITY,
          dtype_rule="cast", arity=1, grad_name="ToCopyBackward0", noop="same_type")
 
 # ---- binary ------------------------------------------------------------------------------
-_binary("add", np.add, "({0} + {1})", lambda g, out, x, y: (g, g), saves=(), meta_inputs=False,
+_binary("add", np.add, X + Y, lambda g, out, x, y: (g, g), saves=(), meta_inputs=False,
         right_identity=0, left_identity=0)
-_binary("sub", np.subtract, "({0} - {1})",
+_binary("sub", np.subtract, X - Y,
         lambda g, out, x, y: (g, -g if needs_grad(y) else None), saves=(), right_identity=0)
-_binary("mul", np.multiply, "({0} * {1})",
+_binary("mul", np.multiply, X * Y,
         lambda g, out, x, y: (g * y if needs_grad(x) else None,
                               g * x if needs_grad(y) else None), save_when={0: (1,), 1: (0,)},
         right_identity=1, left_identity=1)
-_binary("div", np.true_divide, "({0} / {1})",
+_binary("div", np.true_divide, X / Y,
         lambda g, out, x, y: (g / y if needs_grad(x) else None,
                               -(g * x) / (y * y) if needs_grad(y) else None), rule=FLOAT,
         save_when={0: (1,), 1: (0, 1)}, right_identity=1)
@@ -194,40 +207,38 @@ def _pow_vjp(g, out, x, y):
     return gx, gy
 
 
-_binary("pow", np.power, "({0} ** {1})", _pow_vjp, save_out=True,
+_binary("pow", np.power, X ** Y, _pow_vjp, save_out=True,
         save_when={0: (0, 1), 1: (0,)}, right_identity=1, scalar_edges=False,
         autocast="fp32 cuda")
-_binary("maximum", np.maximum, "max({0}, {1})",
+_binary("maximum", np.maximum, call("max", X, Y),
         lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
-_binary("minimum", np.minimum, "min({0}, {1})",
+_binary("minimum", np.minimum, call("min", X, Y),
         lambda g, out, x, y: (F.where(x <= y, g, 0), F.where(x > y, g, 0)))
-_binary("floor_divide", np.floor_divide, "({0} // {1})", saves=())
-_binary("remainder", np.remainder, "({0} % {1})", saves=(), discontinuous=True,
+_binary("floor_divide", np.floor_divide, X // Y, saves=())
+_binary("remainder", np.remainder, X % Y, saves=(), discontinuous=True,
         scalar_edges=False)
-for _name, _ufunc, _sym in (("lt", np.less, "<"), ("le", np.less_equal, "<="),
-                            ("gt", np.greater, ">"), ("ge", np.greater_equal, ">="),
-                            ("eq", np.equal, "=="), ("ne", np.not_equal, "!=")):
-    _binary(_name, _ufunc, "({0} %s {1})" % _sym, rule=COMPARE, saves=())
-for _name, _ufunc, _sym in (("logical_and", np.logical_and, "and"),
-                            ("logical_or", np.logical_or, "or"),
-                            ("logical_xor", np.logical_xor, "!=")):
-    _binary(_name, _ufunc, "(bool({0}) %s bool({1}))" % _sym, rule=LOGICAL, saves=())
+for _name, _ufunc in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)):
+    _binary(_name, _ufunc, call(_name, X, Y), rule=COMPARE, saves=())
+for _name, _ufunc in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
+                      ("logical_xor", np.logical_xor)):
+    _binary(_name, _ufunc, call(_name[len("logical_"):], X, Y), rule=LOGICAL, saves=())
 
 # Gradients of activations as single primitives (as PyTorch's tanh_backward etc.): one
 # dispatch in eager backward instead of three, and one fused expression for codegen.
-_binary("tanh_backward", lambda g, y: g * (1 - y * y), "({0} * (1 - {1} * {1}))",
+_binary("tanh_backward", lambda g, y: g * (1 - y * y), X * (1 - Y * Y),
         lambda gg, out, g, y: (F.tanh_backward(gg, y),
                                gg * g * y * -2 if needs_grad(y) else None), rule=FLOAT)
-_binary("sigmoid_backward", lambda g, y: g * (y * (1 - y)), "({0} * ({1} * (1 - {1})))",
+_binary("sigmoid_backward", lambda g, y: g * (y * (1 - y)), X * (Y * (1 - Y)),
         lambda gg, out, g, y: (F.sigmoid_backward(gg, y),
                                gg * g * (1 - 2 * y) if needs_grad(y) else None), rule=FLOAT)
 _binary("threshold_backward", lambda g, y: np.where(y > 0, g, np.zeros((), g.dtype)),
-        "({0} if {1} > 0 else 0)",
+        select(Y > 0, X, 0),
         lambda gg, out, g, y: (F.threshold_backward(gg, y), None), rule=PROMOTE,
         discontinuous=True)
 
 register("where", ELEMENTWISE, _where, _infer_where,
          lambda g, out, c, a, b: (None, F.where(c, g, 0) if needs_grad(a) else None,
                                   F.where(c, 0, g) if needs_grad(b) else None),
-         saves=(0,), expr="({1} if {0} else {2})", dtype_rule="where", arity=3,
+         saves=(0,), expr=select(X, Y, Z), dtype_rule="where", arity=3,
          grad_inputs=(1, 2))

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .registry import AVal, REDUCE, register
+from .scalar import MAX, MEAN, MIN, PROD, SUM
 from .rules import aval_of, reduced_shape
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
@@ -110,10 +111,10 @@ def _extreme_vjp(g, out, x, dim=None, keepdim=False):
 
 register("sum", REDUCE, _sum, _infer("sum"),
          lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim),), saves=(),
-         expr="+", autocast="fp32 cuda")
+         monoid=SUM, autocast="fp32 cuda")
 register("mean", REDUCE, _mean, _infer("same"),
          lambda g, out, x, dim=None, keepdim=False: (_restore(g, x, dim, keepdim)
-                                                       / _count(x, dim),), saves=(), expr="+/n")
+                                                       / _count(x, dim),), saves=(), monoid=MEAN)
 def _prod_vjp(g, out, x, dim=None, keepdim=False):
     """d prod / d x_i = product of the other elements, exact with zeros: one zero in a
     slice gets the product of the rest, every other element of it 0 (as PyTorch)."""
@@ -125,12 +126,12 @@ def _prod_vjp(g, out, x, dim=None, keepdim=False):
     return (_restore(g, x, dim, keepdim) * grad,)
 
 
-register("prod", REDUCE, _prod, _infer("sum"), _prod_vjp, saves=(0,), expr="*",
+register("prod", REDUCE, _prod, _infer("sum"), _prod_vjp, saves=(0,), monoid=PROD,
          autocast="fp32")
 register("amax", REDUCE, _amax, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
-         expr="max")
+         monoid=MAX)
 register("amin", REDUCE, _amin, _infer("same"), _extreme_vjp, saves=(0,), save_out=True,
-         expr="min")
+         monoid=MIN)
 register("argmax", REDUCE, _arg("argmax", np.argmax), _infer("arg"))
 register("argmin", REDUCE, _arg("argmin", np.argmin), _infer("arg"))
 register("any", REDUCE, lambda x, dim=None, keepdim=False: np.any(x, axis=_axis(dim),

@@ -49,10 +49,13 @@ class OpDef:
         differentiates again for higher-order gradients. Inputs the op does
         not save arrive as shape/dtype-only stand-ins; `out` is None unless
         `save_out`.
-    expr                                    scalar expression for elementwise
-        code generators, inputs as {0}, {1}, ... ("{0}" for view ops that are
-        the identity on the element a kernel reads: detach, expand); for
-        reductions the combining operation: "+", "+/n" (mean), "*", "max", "min"
+    expr                                    what one element computes, for the
+        code generators: an expression of ops/scalar.py over the operands X, Y, Z
+        (IDENTITY for view ops that are the identity on the element a kernel
+        reads: detach, expand), or a function of the op's attributes returning one
+        (clamp's bounds); None: no kernel computes it per element
+    monoid                                  reductions: how elements combine
+        (ops/scalar.py: SUM, MEAN, PROD, MAX, MIN); None: not a fusable reduction
     saves / save_out                        which inputs (and whether the output)
         the vjp reads: these are kept alive and version-checked
     """
@@ -64,7 +67,8 @@ class OpDef:
     vjp: Callable[..., tuple] | None = None
     saves: tuple[int, ...] = ()
     save_out: bool = False
-    expr: str | None = None
+    expr: Any = None             # Expr, attrs -> Expr, or None (above)
+    monoid: Any = None           # Monoid or None (above)
     dtype_rule: str = PROMOTE
     grad_name: str = ""
     grad_inputs: tuple | None = None  # inputs PyTorch's node lists in next_functions (the
@@ -95,6 +99,10 @@ class OpDef:
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
     node_cls: type | None = field(default=None, repr=False)
     save_plans: dict = field(default_factory=dict, repr=False)  # cache for eager dispatch
+
+    def scalar(self, attrs: dict):
+        """The element expression of one use of the op (its attributes applied)."""
+        return self.expr(**attrs) if callable(self.expr) else self.expr
 
     @property
     def jumps(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .registry import AVal, ELEMENTWISE, REDUCE, SHAPE, register
+from .scalar import IDENTITY, SUM
 from .rules import aval_of, broadcast_shapes
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
@@ -133,16 +134,16 @@ register("transpose", SHAPE, lambda x, dim0, dim1: x.swapaxes(dim0, dim1),
          lambda g, out, x, dim0, dim1: (F.transpose(g, dim0, dim1),), view=True,
          involution=True)
 register("expand", SHAPE, lambda x, shape: np.broadcast_to(x, shape), _infer_expand,
-         lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True, expr="{0}",
+         lambda g, out, x, shape: (F.sum_to(g, tuple(x.shape)),), view=True, expr=IDENTITY,
          noop="same_type")
 register("squeeze", SHAPE, lambda x, dims: x.squeeze(axis=dims), _infer_squeeze,
          lambda g, out, x, dims: (F.reshape(g, tuple(x.shape)),), view=True)
 register("unsqueeze", SHAPE, lambda x, dim: np.expand_dims(x, dim), _infer_unsqueeze,
          lambda g, out, x, dim: (F.squeeze(g, dim),), view=True)
 register("sum_to", REDUCE, _sum_to, _infer_sum_to,
-         lambda g, out, x, shape: (F.expand_to(g, tuple(x.shape)),), expr="+")
+         lambda g, out, x, shape: (F.expand_to(g, tuple(x.shape)),), monoid=SUM)
 register("cat", SHAPE, _cat, _infer_cat, _cat_vjp, arity=-1)
-register("detach", SHAPE, lambda x: x.view(), _same, view=True, expr="{0}")
+register("detach", SHAPE, lambda x: x.view(), _same, view=True, expr=IDENTITY)
 register("clone", ELEMENTWISE, lambda x, contiguous=False: np.array(
     x, copy=True, order="C" if contiguous else "K"), lambda x, contiguous=False: _same(x),
-    lambda g, out, x, contiguous=False: (g,), expr="{0}", dtype_rule="cast")
+    lambda g, out, x, contiguous=False: (g,), expr=IDENTITY, dtype_rule="cast")

@@ -16,6 +16,16 @@ from pathlib import Path
 
 # (what it breaks, file, text, replacement, tests that must fail)
 MUTANTS = [
+    ("clamp's element expression drops its upper bound", "tracejit/ops/elementwise.py",
+     "        e = select(e > max, max, e)", "        e = e",
+     ["tests/test_scalar_language.py"]),
+    ("the CPU renderer spells select with its branches swapped",
+     "tracejit/backends/numba_cpu.py", '"select": "({1} if {0} else {2})"',
+     '"select": "({2} if {0} else {1})"', ["tests/test_scalar_language.py"]),
+    ("ONNX export of an expression computes comparisons in the output's dtype",
+     "tracejit/onnx/lowering.py",
+     '    value_dtype = _compute_dtype(node) if out_dtype == "bool" else out_dtype',
+     "    value_dtype = out_dtype", ["tests/test_onnx.py"]),
     ("the backward cache's key leaves out the inputs' strides",
      "tracejit/capture/backward_cache.py", "list(d.strides), ", "",
      ["tests/test_backward_cache.py"]),

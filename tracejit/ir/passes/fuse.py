@@ -14,6 +14,7 @@ import heapq
 
 from ...ops import OPS
 from ...ops.registry import ELEMENTWISE, REDUCE, SHAPE
+from ...ops.scalar import IDENTITY
 from ..graph import FUSED, Graph, Value
 from .rewrite import Builder
 
@@ -21,13 +22,13 @@ from .rewrite import Builder
 
 def _elementwise(node) -> bool:
     """An op a kernel computes per element: elementwise ops with a scalar expression, and
-    view ops the table marks as element identities (expr "{0}": detach, since kernels
+    view ops the table marks as element identities (expr IDENTITY: detach, since kernels
     run only when no gradient is recorded; expand, since kernels read every input at its
     broadcast index)."""
     op = OPS[node.op] if node.op in OPS else None
     if op is None or op.expr is None:
         return False
-    return op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == "{0}")
+    return op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == IDENTITY)
 
 
 def _row_reduction(node) -> bool:
@@ -45,7 +46,7 @@ def _row_reduction(node) -> bool:
             not (isinstance(shape[-1], int) and shape[-1] == 1) and \
             all(same_dim(a, b) for a, b in zip(target[:-1], shape[:-1]))
     op = OPS[node.op] if node.op in OPS else None
-    return op is not None and op.kind == REDUCE and op.expr is not None and \
+    return op is not None and op.kind == REDUCE and op.monoid is not None and \
         len(shape) > 0 and node.attrs.get("dim") == (len(shape) - 1,)
 
 

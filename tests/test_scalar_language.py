@@ -1,0 +1,151 @@
+"""The scalar language of ops/scalar.py: every elementwise op says what one element
+computes, every renderer spells every scalar function and monoid, and every elementwise op
+compiled alone as a CPU kernel agrees with its numpy implementation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracejit.ops import OPS
+from tracejit.ops.registry import ELEMENTWISE, REDUCE
+from tracejit.ops.scalar import (FUNCTIONS, MONOIDS, Arg, Call, Const, X, Y, call, evaluate,
+                                 select, substitute)
+
+from op_samples import SAMPLES
+
+ELEMENTWISE_OPS = [op for op in OPS if op.kind == ELEMENTWISE]
+
+
+@pytest.mark.parametrize("op", ELEMENTWISE_OPS, ids=lambda op: op.name)
+def test_every_elementwise_op_has_an_element_expression(op):
+    assert op.expr is not None, f"{op.name}: declare what one element computes (ops/scalar.py)"
+
+
+def test_expressions_are_data():
+    e = select(X > 0, X * 2, -Y)
+    assert e == Call("select", (Call("gt", (X, Const(0))), Call("mul", (X, Const(2))),
+                                Call("neg", (Y,))))
+    assert e.calls() == {"select", "gt", "mul", "neg"} and not e.calls_math
+    assert call("exp", X).calls_math
+    assert substitute(e, (Const(3.0), Const(1.0))) == select(Const(3.0) > 0, Const(3.0) * 2,
+                                                             -Const(1.0))
+    with pytest.raises(ValueError, match="takes 1 operands"):
+        call("exp", X, Y)
+    with pytest.raises(ValueError, match="unknown scalar function"):
+        call("expp", X)
+
+
+def _numpy_functions() -> dict:
+    """Each scalar function as NumPy computes it (the reference for every renderer)."""
+    import math
+
+    fns = {"neg": np.negative, "abs": np.abs, "add": np.add, "sub": np.subtract,
+           "mul": np.multiply, "div": np.true_divide, "floordiv": np.floor_divide,
+           "mod": np.remainder, "pow": np.power, "max": np.maximum, "min": np.minimum,
+           "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+           "eq": np.equal, "ne": np.not_equal, "not": np.logical_not, "and": np.logical_and,
+           "or": np.logical_or, "xor": np.logical_xor, "select": np.where,
+           "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc),
+           "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+    for fn in FUNCTIONS:
+        fns.setdefault(fn, getattr(np, fn, None) or getattr(np, "arc" + fn[1:], None))
+    return fns
+
+
+NUMPY_FNS = _numpy_functions()
+
+
+def test_an_expression_evaluates_like_the_ops_impl():
+    """The expressions mean what the implementations compute (NumPy's ufuncs as the
+    scalar functions): a check of the table's expressions independent of any renderer."""
+    fns = NUMPY_FNS
+    checked = 0
+    for op in ELEMENTWISE_OPS:
+        samples, _, _ = SAMPLES[op.name]
+        for s in samples:
+            if "dtype" in s.attrs or "contiguous" in s.attrs:
+                continue
+            expr = op.scalar(s.attrs)
+            env = {Arg(i): a for i, a in enumerate(s.args)}
+            got = np.asarray(evaluate(expr, env, fns), dtype=np.float64)
+            want = np.asarray(op.impl(*s.args, **s.attrs), dtype=np.float64)
+            np.testing.assert_allclose(np.broadcast_to(got, want.shape), want, rtol=1e-12,
+                                       atol=1e-12, err_msg=op.name)
+            checked += 1
+    assert checked >= 40
+
+
+@pytest.mark.parametrize("fn", sorted(FUNCTIONS))
+def test_the_cpu_renderer_spells_every_scalar_function(fn):
+    from tracejit.backends.numba_cpu import CODE_FOR_FN
+
+    spelled = CODE_FOR_FN[fn].format(*(f"a{i}" for i in range(FUNCTIONS[fn].arity)))
+    assert all(f"a{i}" in spelled for i in range(FUNCTIONS[fn].arity))
+
+
+@pytest.mark.parametrize("monoid", MONOIDS, ids=lambda m: m.name)
+def test_the_cpu_renderer_accumulates_every_monoid(monoid):
+    from tracejit.backends.numba_cpu import _COMBINE
+
+    assert monoid in _COMBINE
+    assert all(op.monoid in MONOIDS for op in OPS if op.kind == REDUCE and op.monoid)
+
+
+_OPERANDS = {"select": (True, 1.25, -0.75), "acosh": (1.75,), "pow": (1.5, 0.5)}
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("fn", sorted(FUNCTIONS))
+def test_every_scalar_function_compiles_on_the_cpu(fn):
+    """Each scalar function as the CPU renderer spells it, compiled by Numba in float64
+    and float32, against NumPy."""
+    import numba
+
+    from tracejit.backends import numba_cpu
+    from tracejit.codegen.plan import Statement
+    from tracejit.ops.scalar import Ref
+
+    arity = FUNCTIONS[fn].arity
+    operands = _OPERANDS.get(fn, (0.625, -0.375)[:arity] if arity <= 2 else None)
+    for dtype in ("float64", "float32"):
+        st = Statement(fn, "r0", dtype, Call(fn, tuple(Arg(i) for i in range(arity))),
+                       tuple(Ref(f"a{i}") for i in range(arity)))
+        params = ", ".join(f"a{i}" for i in range(arity))
+        source = f"def k({params}):\n    {numba_cpu.render_statement(st)}\n    return r0\n"
+        namespace = {"__name__": "scalar_function_test"}  # a kernel module's header first
+        exec(compile("\n".join(numba_cpu._HEADER) + source, f"<{fn}>", "exec"), namespace)
+        args = [a if isinstance(a, bool) else np.dtype(dtype).type(a) for a in operands]
+        got = numba.njit(namespace["k"])(*args)
+        want = NUMPY_FNS[fn](*args)
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-6, err_msg=source)
+
+
+def _elementwise_cases():
+    for op in ELEMENTWISE_OPS:
+        samples, _, _ = SAMPLES[op.name]
+        for i, s in enumerate(samples):
+            if any(isinstance(a, np.ndarray) for a in s.args) and "dtype" not in s.attrs:
+                yield pytest.param(op, i, id=f"{op.name}-{i}")
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("op,i", list(_elementwise_cases()))
+def test_every_elementwise_op_as_a_cpu_kernel(op, i):
+    """Each op compiled alone by the CPU renderer, in float64 and float32, against its
+    implementation (the kernel computes float32 math in float32, with its own forms of
+    exp/tanh/log/erf: a float32 tolerance)."""
+    from tracejit.backends.numba_cpu import RegionKernel
+    from tracejit.codegen.plan import one_op_region
+
+    s = SAMPLES[op.name][0][i]
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-6)):
+        args = [a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+                for a in s.args]
+        region = one_op_region(op, args, s.attrs)
+        kernel = RegionKernel(region)
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        [got] = kernel(arrays)
+        want = op.impl(*args, **s.attrs)
+        assert got.dtype == np.asarray(want).dtype, (op.name, dtype)
+        np.testing.assert_allclose(got.astype(np.float64), np.asarray(want, np.float64),
+                                   rtol=tol, atol=tol, err_msg=f"{op.name} {dtype.__name__}")
