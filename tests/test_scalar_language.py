@@ -149,3 +149,33 @@ def test_every_elementwise_op_as_a_cpu_kernel(op, i):
         assert got.dtype == np.asarray(want).dtype, (op.name, dtype)
         np.testing.assert_allclose(got.astype(np.float64), np.asarray(want, np.float64),
                                    rtol=tol, atol=tol, err_msg=f"{op.name} {dtype.__name__}")
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64, np.float32])
+def test_fmod_takes_the_dividends_sign_in_every_dtype(dtype):
+    """C's remainder, as PyTorch's fmod: eager, and fused on the CPU."""
+    import tracejit as tj
+
+    x = tj.tensor(np.array([-7, 7, -7, 7, -6, 5], dtype))
+    y = tj.tensor(np.array([2, -2, -2, 2, 3, 5], dtype))
+    want = np.fmod(x.numpy().astype(np.float64), y.numpy().astype(np.float64))
+    np.testing.assert_array_equal(tj.fmod(x, y).numpy(), want)
+    traced = tj.trace(lambda a, b: tj.fmod(a, b) * 1, (x, y), backend="numba")
+    np.testing.assert_array_equal(traced(x, y).numpy(), want)
+
+
+def test_logaddexp_at_infinities_and_nan():
+    import tracejit as tj
+
+    x = tj.tensor([-np.inf, np.inf, 1.0, np.nan, -np.inf])
+    y = tj.tensor([-np.inf, np.inf, -np.inf, 1.0, 2.0])
+    with np.errstate(all="ignore"):
+        want = np.logaddexp(x.numpy(), y.numpy())
+    np.testing.assert_array_equal(tj.logaddexp(x, y).numpy(), want)
+    fns = NUMPY_FNS
+    expr = OPS.logaddexp.expr
+    with np.errstate(all="ignore"):
+        got = evaluate(expr, {Arg(0): x.numpy().astype(np.float64),
+                              Arg(1): y.numpy().astype(np.float64)}, fns)
+    np.testing.assert_array_equal(got, want)

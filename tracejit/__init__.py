@@ -31,6 +31,8 @@ try:
                                     repeat, reshape, rsqrt, sigmoid, sign, sin, softmax, split,
                                     sqrt, square, squeeze, stack, std, sub, sum, t, tanh,
                                     transpose, unbind, unsqueeze, var, where)
+    from .tensor import functional as _functional
+    globals().update({_n: getattr(_functional, _n) for _n in _functional.TABLE_FUNCTIONS})
     from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
     from . import autograd, nn, optim  # noqa: E402
     from . import distributed, jit, onnx, utils  # noqa: E402

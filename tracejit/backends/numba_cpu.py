@@ -52,13 +52,17 @@ CODE_FOR_FN = {
     "xor": "(bool({0}) != bool({1}))", "select": "({1} if {0} else {2})",
     **{f: f"math.{f}({{0}})" for f in MATH1}, **{f: f"math.{f}({{0}}, {{1}})" for f in MATH2},
     "floor": "np.floor({0})", "ceil": "np.ceil({0})", "trunc": "np.trunc({0})",
-    "exp2": "np.exp2({0})", "fmod": "np.fmod({0}, {1})",
+    "round": "np.rint({0})", "exp2": "np.exp2({0})", "fmod": "np.fmod({0}, {1})",
 }
 # ... where float32 math has a vectorisable form in scalar_math (libm's calls block
 # vectorisation), and where float64 math must saturate as eager's does
 _FORMS = {dtype: {fn: f"{form}({{0}})" for fn, form in forms.items()}
           for dtype, forms in (("float32", FLOAT32_FORMS), ("float16", FLOAT32_FORMS),
                                ("bfloat16", FLOAT32_FORMS), ("float64", FLOAT64_FORMS))}
+# ... and integers' C remainder from Python's (Numba's np.fmod of integers takes the
+# divisor's sign)
+_FORMS["int32"] = _FORMS["int64"] = {
+    "fmod": "(({0} % {1}) - ({1} if ({0} % {1}) != 0 and ({0} < 0) != ({1} < 0) else 0))"}
 _FLOAT32_MATH = ("float32", "float16", "bfloat16")  # computed in float32 registers
 
 

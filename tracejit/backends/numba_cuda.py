@@ -44,7 +44,8 @@ def simulated() -> bool:
 # with libdevice's calls for rounding (a test over ops.scalar.FUNCTIONS fails when one is
 # missing)
 CODE_FOR_FN = dict(_CPU_CODE, floor="math.floor({0})", ceil="math.ceil({0})",
-                   trunc="math.trunc({0})", exp2="math.pow(2.0, {0})",
+                   trunc="math.trunc({0})", round="cuda.libdevice.rint({0})",
+                   exp2="math.pow(2.0, {0})",
                    fmod="math.fmod({0}, {1})")
 
 # The simulator runs `math.exp` as Python's, which raises on overflow (and `math.sqrt`,
@@ -54,6 +55,7 @@ _SIMULATOR_CODE = {fn: f"np.{fn}({{0}})" for fn in ("exp", "log", "log1p", "sqrt
                                                      "sin", "cos", "floor", "ceil", "trunc",
                                                      "expm1", "log2", "log10", "exp2", "tan",
                                                      "sinh", "cosh")}
+_SIMULATOR_CODE["round"] = "np.rint({0})"
 _SIMULATOR_CODE.update({fn: f"np.arc{fn[1:]}({{0}})" for fn in ("asin", "acos", "atan",
                                                                 "asinh", "acosh", "atanh")})
 

@@ -319,6 +319,8 @@ REFUSED = {
     OPS["unfold2d"]: f"{_LATER} (convolutions and pools: Conv, MaxPool, AveragePool from the "
                      "windows' consumers)",
     OPS["fold2d"]: f"{_LATER} (Col2Im, opset 18)",
+    OPS["copysign"]: "ONNX cannot read the sign of a negative zero",
+    OPS["signbit"]: "ONNX cannot read the sign of a negative zero",
 }
 
 
@@ -355,7 +357,8 @@ def _fn_mod(c, a, b):
 CODE_FOR_FN = {
     **{fn: _unary_code(fn.capitalize()) for fn in (
         "neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan",
-        "sinh", "cosh", "asinh", "acosh", "atanh", "tanh", "erf", "floor", "ceil", "not")},
+        "sinh", "cosh", "asinh", "acosh", "atanh", "tanh", "erf", "floor", "ceil", "round",
+        "not")},
     **{fn: _binary_code(onnx_op) for fn, onnx_op in (
         ("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("div", "Div"), ("pow", "Pow"),
         ("max", "Max"), ("min", "Min"), ("lt", "Less"), ("le", "LessOrEqual"),

@@ -12,7 +12,7 @@ import numpy as np
 
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, infer_elementwise
-from .scalar import IDENTITY, X, Y, Z, call, select
+from .scalar import IDENTITY, X, Y, Z, call, eq, select
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are loaded
 
@@ -178,6 +178,56 @@ _unary("floor", np.floor, call("floor", X), lambda g, out, x: (g * 0,), rule=PRO
 _unary("logical_not", np.logical_not, call("not", X), rule=LOGICAL, saves=())
 _unary("isnan", np.isnan, call("isnan", X), rule=COMPARE, saves=())
 _unary("isfinite", np.isfinite, call("isfinite", X), rule=COMPARE, saves=())
+# ---- ops the frontend makes from the table alone (tj.NAME, Tensor.NAME, Tensor.NAME_) -----
+API = ("function", "method", "inplace")
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_unary("tan", np.tan, call("tan", X), lambda g, out, x: (g * (out * out + 1),),
+       save_out=True, meta_inputs=False, autocast="fp32 cuda", api=API)
+_unary("asin", np.arcsin, call("asin", X), lambda g, out, x: (g * F.rsqrt(1 - x * x),),
+       autocast="fp32 cuda", api=API)
+_unary("acos", np.arccos, call("acos", X), lambda g, out, x: (-(g * F.rsqrt(1 - x * x)),),
+       autocast="fp32 cuda", api=API)
+_unary("atan", np.arctan, call("atan", X), lambda g, out, x: (g / (x * x + 1),), api=API)
+_unary("sinh", np.sinh, call("sinh", X), lambda g, out, x: (g * F.cosh(x),),
+       autocast="fp32 cuda", api=API)
+_unary("cosh", np.cosh, call("cosh", X), lambda g, out, x: (g * F.sinh(x),),
+       autocast="fp32 cuda", api=API)
+_unary("asinh", np.arcsinh, call("asinh", X), lambda g, out, x: (g * F.rsqrt(x * x + 1),),
+       api=API)
+_unary("acosh", np.arccosh, call("acosh", X), lambda g, out, x: (g * F.rsqrt(x * x - 1),),
+       api=API)
+_unary("atanh", np.arctanh, call("atanh", X), lambda g, out, x: (g / (1 - x * x),), api=API)
+_unary("exp2", np.exp2, call("exp2", X), lambda g, out, x: (g * out * _LN2,), save_out=True,
+       meta_inputs=False, api=API)
+_unary("expm1", np.expm1, call("expm1", X), lambda g, out, x: (g * (out + 1),),
+       save_out=True, meta_inputs=False, autocast="fp32 cuda", api=API)
+_unary("log2", np.log2, call("log2", X), lambda g, out, x: (g / (x * _LN2),),
+       autocast="fp32 cuda", api=API)
+_unary("log10", np.log10, call("log10", X), lambda g, out, x: (g / (x * _LN10),),
+       autocast="fp32 cuda", api=API)
+for _name, _impl in (("trunc", np.trunc), ("ceil", np.ceil), ("round", np.rint)):
+    _unary(_name, _impl, call(_name, X), lambda g, out, x: (g * 0,), rule=PROMOTE, saves=(),
+           meta_inputs=False, discontinuous=True, api=API)
+_unary("signbit", np.signbit, call("copysign", 1.0, X) < 0, rule=COMPARE, saves=(),
+       api=API[:2])
+_binary("copysign", np.copysign, call("copysign", X, Y),
+        lambda g, out, x, y: (g * F.where(x == 0, 0, out / x) if needs_grad(x) else None,
+                              g * 0 if needs_grad(y) else None),
+        rule=FLOAT, save_out=True, saves=(0,), api=API)
+_binary("fmod", np.fmod, call("fmod", X, Y),
+        lambda g, out, x, y: (g, -g * F.trunc(x / y) if needs_grad(y) else None),
+        discontinuous=True, scalar_edges=False, api=API)
+_binary("hypot", np.hypot, call("hypot", X, Y),
+        lambda g, out, x, y: (g * x / out if needs_grad(x) else None,
+                              g * y / out if needs_grad(y) else None),
+        rule=FLOAT, save_out=True, api=API)
+_binary("logaddexp", np.logaddexp,
+        select(eq(X, Y), X + _LN2, call("max", X, Y) + call("log1p", call(
+            "exp", -call("abs", X - Y)))),
+        lambda g, out, x, y: (g * F.exp(x - out) if needs_grad(x) else None,
+                              g * F.exp(y - out) if needs_grad(y) else None),
+        rule=FLOAT, save_out=True, api=API)
+
 register("clamp", ELEMENTWISE, _clamp, _infer_clamp,
          lambda g, out, x, min=None, max=None: (F.where(_inside(x, min, max), g, 0),),
          saves=(0,), expr=_clamp_expr, dtype_rule=PROMOTE, arity=1, promote_attrs=("min", "max"),

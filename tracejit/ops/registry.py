@@ -97,6 +97,9 @@ class OpDef:
     checks_indices: bool = False  # raises for out-of-range values of its index tensors (no
                                   # shape rule can tell): kept even when its result is unused
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
+    api: tuple = ()              # what the frontend makes of it without a line of its own:
+                                 # "function" (tj.NAME), "method" (Tensor.NAME), "inplace"
+                                 # (Tensor.NAME_); elementwise ops of one or two operands
     node_cls: type | None = field(default=None, repr=False)
     save_plans: dict = field(default_factory=dict, repr=False)  # cache for eager dispatch
 

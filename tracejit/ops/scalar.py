@@ -36,10 +36,11 @@ _FNS += [Fn(n, 2, "arith") for n in ("add", "sub", "mul", "div", "floordiv", "mo
 _FNS += [Fn(n, 2, "compare") for n in ("lt", "le", "gt", "ge", "eq", "ne")]
 _FNS += [Fn("not", 1, "logic")] + [Fn(n, 2, "logic") for n in ("and", "or", "xor")]
 _FNS += [Fn("select", 3, "select")]
-# libm's functions of one argument (Python's `math` names), and of two
+# libm's functions of one argument (Python's `math` names; `round` to nearest even, as
+# PyTorch's), and of two
 MATH1 = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos",
          "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
-         "erf", "erfc", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite")
+         "erf", "erfc", "floor", "ceil", "trunc", "round", "isnan", "isinf", "isfinite")
 MATH2 = ("atan2", "copysign", "fmod", "hypot")
 _FNS += [Fn(n, 1, "math") for n in MATH1] + [Fn(n, 2, "math") for n in MATH2]
 FUNCTIONS: dict[str, Fn] = {f.name: f for f in _FNS}

@@ -916,7 +916,25 @@ def _install_methods():
     T.__invert__ = logical_not
 
 
+def _install_table_api() -> list:
+    """The functions, methods and in-place methods the op table asks for (`OpDef.api`);
+    returns the names of the functions made, for `tracejit`'s namespace."""
+    made = []
+    for op in OPS:
+        if not op.api:
+            continue
+        if "function" in op.api and op.name not in globals():
+            globals()[op.name] = (_unary if op.arity == 1 else _binary)(op)
+            made.append(op.name)
+        if "method" in op.api and not hasattr(Tensor, op.name):
+            setattr(Tensor, op.name, globals()[op.name])
+        if "inplace" in op.api and not hasattr(Tensor, op.name + "_"):
+            setattr(Tensor, op.name + "_", _inplace(op))
+    return made
+
+
 _install_methods()
+TABLE_FUNCTIONS = _install_table_api()
 bind_frontend(sys.modules[__name__])
 _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTensor
 _composite._Tensor = Tensor
