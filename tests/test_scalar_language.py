@@ -85,10 +85,34 @@ def test_the_cpu_renderer_spells_every_scalar_function(fn):
 
 @pytest.mark.parametrize("monoid", MONOIDS, ids=lambda m: m.name)
 def test_the_cpu_renderer_accumulates_every_monoid(monoid):
-    from tracejit.backends.numba_cpu import _COMBINE
+    from tracejit.backends.numba_cpu import accumulation
 
-    assert monoid in _COMBINE
+    init, combine, finish = accumulation(monoid)
+    assert "{x}" in combine and "acc" in combine and "acc" in finish
     assert all(op.monoid in MONOIDS for op in OPS if op.kind == REDUCE and op.monoid)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("name", [op.name for op in OPS if op.kind == REDUCE and op.monoid
+                                  and op.name != "sum_to"])  # (sums over rows: elsewhere)
+def test_every_reduction_over_rows_as_a_cpu_row_kernel(name):
+    """Each reduction with a monoid, fused into a row kernel after an elementwise op, over
+    float rows (NaN and zeros included) and bool rows, against eager."""
+    import tracejit as tj
+
+    x = np.array([[0.5, -2.0, 3.0, 0.0], [np.nan, 1.0, 2.0, -1.0], [0.0, 0.0, 0.0, 0.0]],
+                 np.float32)
+    def fn(a):
+        return getattr(tj, name)(a * 2, 1)
+    t = tj.trace(fn, (tj.tensor(x),), backend="numba")
+    assert any(n.op == "fused" and n.attrs["kind"] == "row" for n in t.graph.nodes)
+    with np.errstate(all="ignore"):
+        for data in (x, x[:2], (x > 0).astype(np.float32)):
+            want = fn(tj.tensor(data))
+            got = t(tj.tensor(data))
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got.numpy().astype(np.float64),
+                                       want.numpy().astype(np.float64), rtol=1e-6)
 
 
 _OPERANDS = {"select": (True, 1.25, -0.75), "acosh": (1.75,), "pow": (1.5, 0.5)}

@@ -137,6 +137,16 @@ _COMBINE = {  # per monoid: (initial value, combine, finish) with accumulator `a
 }
 
 
+def accumulation(monoid) -> tuple:
+    """(initial value, combine, finish) of a monoid: its form above, or its combine
+    expression spelled by CODE_FOR_FN (any monoid of ops/scalar.py)."""
+    if monoid in _COMBINE:
+        return _COMBINE[monoid]
+    combine = render(monoid.combine, CODE_FOR_FN.__getitem__,
+                     lambda e: "acc" if e == Arg(0) else "{x}")
+    return _number(monoid.identity), f"acc = {combine}", "acc / n" if monoid.mean else "acc"
+
+
 _PICK = {MAX: ">", MIN: "<"}
 FLUSH_ROWS = 64  # rows a float32 partial sum over rows spans before it joins the float64 one
 SHORT_ROW = 2048
@@ -187,7 +197,7 @@ def render_row(plan: RowPlan) -> str:
     for p in plan.reductions:
         lines += ["        " + item(x) for x in p.prelude]
         body = [item(x) for x in p.body]
-        init, combine, finish = _COMBINE[p.monoid]
+        init, combine, finish = accumulation(p.monoid)
         float_result = p.dtype.startswith("float") or p.dtype == "bfloat16"
         # sums accumulate in float64 (float32 for short float32 rows, below); max/min are
         # exact in the value's own type

@@ -171,11 +171,24 @@ def _contiguous(a) -> bool:
 _COMBINE = {SUM: "{a} + {b}", MEAN: "{a} + {b}", PROD: "{a} * {b}",
             MAX: "{b} if ({b} > {a} or {b} != {b}) else {a}",
             MIN: "{b} if ({b} < {a} or {b} != {b}) else {a}"}
+
+
+def _combine(monoid) -> str:
+    """The combine step of a monoid with `{a}` and `{b}`: its form above (max/min propagate
+    NaN), or its combine expression spelled by CODE_FOR_FN."""
+    if monoid in _COMBINE:
+        return _COMBINE[monoid]
+    return render(monoid.combine, CODE_FOR_FN.__getitem__,
+                  lambda e: "{a}" if e == Arg(0) else "{b}")
+
+
 _NUMBA_TYPES = {"float32": "numba.float32", "float64": "numba.float64",
                 "int32": "numba.int32", "int64": "numba.int64", "bool": "numba.boolean"}
 
 
 def _initial(monoid, dtype: str) -> str:
+    if monoid not in _COMBINE:
+        return f"{_NP_TYPES[dtype]}({_number(monoid.identity)})"
     if monoid in (SUM, MEAN):
         return f"{_NP_TYPES[dtype]}(0)"
     if monoid is PROD:
@@ -206,7 +219,7 @@ def render_row(plan, threads: int) -> str:
     lines += ["        " + _row_item(load) for load in plan.row_loads]
     for k, p in enumerate(plan.reductions):
         lines += ["        " + _row_item(item) for item in p.prelude]
-        combine = _COMBINE[p.monoid]
+        combine = _combine(p.monoid)
         lines.append(f"        acc = {_initial(p.monoid, p.dtype)}")
         lines.append("        for j in range(t, n, width):")
         lines += ["            " + _row_item(item) for item in p.body]

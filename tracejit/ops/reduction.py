@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .registry import AVal, REDUCE, register
-from .scalar import MAX, MEAN, MIN, PROD, SUM
+from .scalar import ALL, ANY, MAX, MEAN, MIN, PROD, SUM
 from .rules import aval_of, reduced_shape
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
@@ -136,7 +136,7 @@ register("argmax", REDUCE, _arg("argmax", np.argmax), _infer("arg"))
 register("argmin", REDUCE, _arg("argmin", np.argmin), _infer("arg"))
 register("any", REDUCE, lambda x, dim=None, keepdim=False: np.any(x, axis=_axis(dim),
                                                                   keepdims=keepdim),
-         _infer("bool"))
+         _infer("bool"), monoid=ANY)
 register("all", REDUCE, lambda x, dim=None, keepdim=False: np.all(x, axis=_axis(dim),
                                                                   keepdims=keepdim),
-         _infer("bool"))
+         _infer("bool"), monoid=ALL)

@@ -175,22 +175,25 @@ def evaluate(expr: Expr, env: dict, functions: dict) -> object:
 
 @dataclass(frozen=True, slots=True)
 class Monoid:
-    """How a reduction combines elements: `combine` (a scalar function of the accumulator
-    and an element) from `identity` (for max/min of integers and bools the renderers
+    """How a reduction combines elements: `combine`, an expression of the accumulator X
+    and an element Y, from `identity` (for max/min of integers and bools the renderers
     start from the type's least/greatest value instead); `mean` divides the result by
-    the count; NaN propagates through every monoid here, as in PyTorch."""
+    the count. NaN propagates through every float monoid here, as in PyTorch. A renderer
+    accumulates any monoid through its scalar table, and may know faster forms of some."""
     name: str
-    combine: str
-    identity: float
+    combine: Expr
+    identity: object
     mean: bool = False
 
     def __repr__(self) -> str:
         return f"Monoid({self.name})"
 
 
-SUM = Monoid("sum", "add", 0.0)
-MEAN = Monoid("mean", "add", 0.0, mean=True)
-PROD = Monoid("prod", "mul", 1.0)
-MAX = Monoid("max", "max", -math.inf)
-MIN = Monoid("min", "min", math.inf)
-MONOIDS = (SUM, MEAN, PROD, MAX, MIN)
+SUM = Monoid("sum", X + Y, 0.0)
+MEAN = Monoid("mean", X + Y, 0.0, mean=True)
+PROD = Monoid("prod", X * Y, 1.0)
+MAX = Monoid("max", call("max", X, Y), -math.inf)
+MIN = Monoid("min", call("min", X, Y), math.inf)
+ANY = Monoid("any", call("or", X, Y), False)
+ALL = Monoid("all", call("and", X, Y), True)
+MONOIDS = (SUM, MEAN, PROD, MAX, MIN, ANY, ALL)
