@@ -7,7 +7,6 @@ import pytest
 
 import tracejit as tj
 from tracejit.ops import OPS
-from tracejit.ops.registry import ELEMENTWISE
 from tracejit.ops.rules import aval_of
 from tracejit.tensor.dispatch import apply
 

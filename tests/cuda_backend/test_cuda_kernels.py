@@ -41,7 +41,8 @@ def test_every_elementwise_op_of_the_table_is_covered():
 def test_the_cuda_renderer_spells_every_scalar_function(fn):
     spelled = numba_cuda.CODE_FOR_FN[fn].format(*(f"a{i}" for i in range(FUNCTIONS[fn].arity)))
     assert all(f"a{i}" in spelled for i in range(FUNCTIONS[fn].arity))
-    assert all(m in numba_cuda._COMBINE for m in MONOIDS)
+    assert all("{a}" in numba_cuda._combine(m) and "{b}" in numba_cuda._combine(m)
+               for m in MONOIDS)
 
 
 @pytest.mark.parametrize("name", ELEMENTWISE_OPS)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 
 import math
-import re
 import warnings
 
 import numpy as np
@@ -28,7 +27,7 @@ from .scalar_math import FLOAT32_FORMS, FLOAT64_FORMS
 from .threads import THREADS, serial_below
 from ..codegen.plan import (Access, ElementwisePlan, Load, Reciprocal, RowPlan,  # noqa: F401
                             Statement, Store, Unsupported, plan_elementwise, plan_row,
-                            size_params, statement)
+                            size_params)
 from ..codegen.plan import is_column_value as _is_column_value
 from ..codegen.plan import is_reduction as _is_reduction
 from ..codegen.plan import is_row_value as _is_row_value
@@ -190,10 +189,8 @@ def render_row(plan: RowPlan) -> str:
 
     def written(param: str, local: str) -> str:
         return _converted(_WRITE, dtypes.get(param), local)
-    lines = [f"@numba.njit(parallel=True, cache=CACHE, fastmath={flags})",
-             f"def row(rows, n, {', '.join(plan.outputs + plan.inputs + plan.sizes)}):",
-             "    for r in numba.prange(rows):"]
-    lines += ["        " + item(load) for load in plan.row_loads]
+    # the body of the loop over rows (r)
+    lines = ["        " + item(load) for load in plan.row_loads]
     for p in plan.reductions:
         lines += ["        " + item(x) for x in p.prelude]
         body = [item(x) for x in p.body]
@@ -254,21 +251,29 @@ def render_row(plan: RowPlan) -> str:
         return [f"{indent}for j in range(n):"] + [
             ln for param in partial for ln in (f"{indent}    {param}[c, j] += p{param[1:]}[j]",
                                                f"{indent}    p{param[1:]}[j] = 0")]
-    if plan.column_sums:
+
+    def kernel(parallel: bool) -> list:
+        loop = "numba.prange" if parallel else "range"
+        chunks = "chunks, " if plan.column_sums else ""
+        out = [_decorator(parallel, f", fastmath={flags}"),
+               f"def row{'' if parallel else '_serial'}(rows, n, {chunks}"
+               f"{', '.join(plan.outputs + plan.inputs + plan.sizes)}):"]
+        if not plan.column_sums:
+            return out + [f"    for r in {loop}(rows):"] + lines
         # rows in `chunks` blocks, one per thread, each adding into its own accumulator
         # row c (numba.get_thread_id() would do, but cached code calling it crashes).
         # float32 sums add each row into a float32 row of partial sums, which is added
         # to the float64 accumulator every FLUSH_ROWS rows: float32 adds vectorise twice
         # as wide, and no partial sum spans more than FLUSH_ROWS rows
-        lines[1] = lines[1].replace("(rows, n, ", "(rows, n, chunks, ")
-        lines[2:3] = ["    for c in numba.prange(chunks):",
-                      "        for r in range(c * rows // chunks, (c + 1) * rows // chunks):"]
-        lines[4:] = ["    " + ln for ln in lines[4:]]
+        out.append(f"    for c in {loop}(chunks):")
+        out += [f"        p{param[1:]} = np.zeros(n, np.float32)" for param in partial]
+        out.append("        for r in range(c * rows // chunks, (c + 1) * rows // chunks):")
+        out += ["    " + ln for ln in lines]
         if partial:
-            lines += [f"            if (r + 1) % {FLUSH_ROWS} == 0:"] + flush(" " * 16)
-            lines += flush(" " * 8)
-            lines[3:3] = [f"        p{param[1:]} = np.zeros(n, np.float32)" for param in partial]
-    return "\n".join(_HEADER + lines + [""] + _serial_twin(lines)) + "\n"
+            out += [f"            if (r + 1) % {FLUSH_ROWS} == 0:"] + flush(" " * 16)
+            out += flush(" " * 8)
+        return out
+    return "\n".join(_HEADER + kernel(True) + [""] + kernel(False)) + "\n"
 
 
 # Below this many elements a kernel runs on one thread: the launch would cost more than
@@ -299,14 +304,11 @@ class ThreadedTwin:
 THREADED_AFTER = 2
 
 
-def _serial_twin(lines: list) -> list:
-    """The same kernel compiled without threads, named `<name>_serial`."""
-    out = []
-    for ln in lines:
-        ln = ln.replace("parallel=True", "parallel=False, error_model='numpy'").replace(
-            "numba.prange", "range")
-        out.append(re.sub(r"^def (\w+)\(", r"def \1_serial(", ln))
-    return out
+def _decorator(parallel: bool, options: str = "") -> str:
+    """A kernel's decorator: its threaded variant, or its serial twin (`<name>_serial`,
+    with numpy's error model, as the threaded one has)."""
+    threads = "parallel=True" if parallel else "parallel=False, error_model='numpy'"
+    return f"@numba.njit({threads}, cache=CACHE{options})"
 
 
 def _index(access: Access) -> str:
@@ -341,8 +343,11 @@ def render_elementwise(plan: ElementwisePlan) -> str:
     body = [render_statement(st) for st in plan.body]
     params = ", ".join(plan.params)
 
-    def kernel(name: str, index: str, loops: list, nested: bool):
-        lines = ["@numba.njit(parallel=True, cache=CACHE)", f"def {name}({params}):"]
+    def kernel(name: str, index: str, loops: list, nested: bool, parallel: bool):
+        shape = ", shape" if nested else ""
+        lines = [_decorator(parallel), f"def {name}{'' if parallel else '_serial'}"
+                                       f"({params}{shape}):"]
+        loops = loops if parallel else [ln.replace("numba.prange", "range") for ln in loops]
         lines += ["    " + ln for ln in loops]
         indent = "    " * (1 + len(loops))
         lines += [f"{indent}{a.local} = "
@@ -351,18 +356,18 @@ def render_elementwise(plan: ElementwisePlan) -> str:
         lines += [indent + ln for ln in body]
         return lines + store_lines(plan, indent, index, nested)
 
-    flat = kernel("flat", "i", ["for i in numba.prange(o0.shape[0]):"], False) \
-        if plan.flat else []
     idx = ", ".join(f"i{d}_" for d in range(plan.rank)) or "()"
     loops = []
     for d in range(plan.rank):
         rng = "numba.prange" if d == 0 else "range"
         loops.append("    " * d + f"for i{d}_ in {rng}(shape[{d}]):")
-    nd = kernel("nd", idx, loops, True) if plan.rank else []
-    if nd:
-        nd[1] = nd[1].replace("):", ", shape):")
-    return "\n".join(_HEADER + flat + [""] + _serial_twin(flat) + [""] + nd + [""] +
-                     _serial_twin(nd)) + "\n"
+    lines: list = []
+    for parallel in (True, False):
+        lines += (kernel("flat", "i", ["for i in numba.prange(o0.shape[0]):"], False, parallel)
+                  if plan.flat else []) + [""]
+    for parallel in (True, False):
+        lines += (kernel("nd", idx, loops, True, parallel) if plan.rank else []) + [""]
+    return "\n".join(_HEADER + lines[:-1]) + "\n"
 
 
 def _broadcast_pick(v: Value) -> tuple:

@@ -2,9 +2,9 @@
 
 An elementwise region becomes an `ElementwisePlan`: a loop space of some rank, the inputs
 each read at its own broadcast index, one scalar `Statement` per op (the op table's
-scalar expression, ops/scalar.py, with its operands), and the outputs, each stored at its own index (an
-output smaller than the loop space only where the loop is at its first position along
-the dimensions it does not span). A renderer turns a plan into a kernel: the CPU one
+scalar expression, ops/scalar.py, with its operands), and the outputs, each stored at its
+own index (an output smaller than the loop space only where the loop is at its first
+position along the dimensions it does not span). A renderer turns a plan into a kernel: the CPU one
 into Numba loops over `prange`, the CUDA one into a grid-stride loop.
 
 Names in a plan are the kernel's: inputs `i0, i1, ...` read into `a0, a1, ...`, size

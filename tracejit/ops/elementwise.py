@@ -171,8 +171,8 @@ def _sign(x):
         x.copy()
 
 
-_unary("sign", _sign, select(X > 0, 1, select(X < 0, -1, 0)), lambda g, out, x: (g * 0,), rule=PROMOTE,
-       saves=(), meta_inputs=False, discontinuous=True)
+_unary("sign", _sign, select(X > 0, 1, select(X < 0, -1, 0)), lambda g, out, x: (g * 0,),
+       rule=PROMOTE, saves=(), meta_inputs=False, discontinuous=True)
 _unary("floor", np.floor, call("floor", X), lambda g, out, x: (g * 0,), rule=PROMOTE,
        saves=(), meta_inputs=False, discontinuous=True)
 _unary("logical_not", np.logical_not, call("not", X), rule=LOGICAL, saves=())
