@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test test-fast mutations bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest
 	NUMBA_ENABLE_CUDASIM=$${NUMBA_ENABLE_CUDASIM:-1} $(PY) -m pytest tests/cuda_backend
+
+# the fast tier: every test that compiles nothing with Numba (tests/conftest.py, --fast)
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest --fast
+
+# break one thing at a time in a copy of the checkout; every mutant must be killed
+mutations: $(VENV)/.installed
+	$(PY) -m tracejit.testing.mutations
 
 bench: $(VENV)/.installed
 	$(PY) -m tracejit bench
