@@ -9,6 +9,8 @@ trace is reused only where that decision comes out the same.
 """
 from __future__ import annotations
 
+import math
+import operator
 import re
 
 from typing import Callable
@@ -110,10 +112,13 @@ class SymInt:
 
     # ---- arithmetic stays symbolic ------------------------------------------------------
     def _binary(self, other, op: str, fn: Callable[[int, int], int], reflected=False):
+        if isinstance(other, float):  # a Python float out of a size: guarded, as int() is
+            return self._with_float(other, fn, reflected)
         if isinstance(other, SymInt):
             a, b = (other, self) if reflected else (self, other)
             ov = other.hint
-        elif isinstance(other, int) and not isinstance(other, bool):
+        elif isinstance(other, int):
+            other = int(other)  # a bool is the int 0 or 1, as in Python
             a, b = (other, self) if reflected else (self, other)
             ov = other
         else:
@@ -165,13 +170,79 @@ class SymInt:
     def __rmod__(self, o):
         return self._binary(o, "%", lambda a, b: a % b, True)
 
-    def __pow__(self, o):
-        if isinstance(o, int) and not isinstance(o, bool) and o >= 0:
+    def _with_float(self, other: float, fn, reflected: bool) -> float:
+        """`size op float` (or reflected): Python's float result for the size's value. The
+        value is specialised (a guard: the trace is reused only for this size), so a float
+        worked out from a size is never a stale constant at another size."""
+        mine = self.specialize("float")
+        return fn(other, mine) if reflected else fn(mine, other)
+
+    def __pow__(self, o, mod=None):
+        if mod is not None:
+            return pow(self.specialize("int"), _int_or_special(o), _int_or_special(mod))
+        if isinstance(o, int) and not isinstance(o, bool) and 0 <= o <= 64:
             out = 1
             for _ in range(o):
                 out = out * self
             return out
+        if isinstance(o, (int, float, SymInt)):  # a float, a negative or a symbolic power
+            return self.specialize("float") ** _int_or_special(o)
         return NotImplemented
+
+    def __rpow__(self, o):
+        if isinstance(o, (int, float)):
+            return o ** self.specialize("float")
+        return NotImplemented
+
+    def __divmod__(self, o):
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
+
+    def __lshift__(self, o):
+        if isinstance(o, int) and 0 <= o <= 64:
+            return self * (1 << int(o))
+        return self.specialize("int") << _int_or_special(o)
+
+    def __rlshift__(self, o):
+        return _int_or_special(o) << self.specialize("int")
+
+    def __rshift__(self, o):
+        if isinstance(o, int) and 0 <= o <= 64:
+            return self // (1 << int(o))
+        return self.specialize("int") >> _int_or_special(o)
+
+    def __rrshift__(self, o):
+        return _int_or_special(o) >> self.specialize("int")
+
+    def __and__(self, o):
+        return self.specialize("int") & _int_or_special(o)
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return self.specialize("int") | _int_or_special(o)
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return self.specialize("int") ^ _int_or_special(o)
+
+    __rxor__ = __xor__
+
+    def __invert__(self):
+        return -self - 1
+
+    def __round__(self, ndigits=None):
+        """round(), math.floor/ceil/trunc of an int are the int itself."""
+        return self if ndigits is None or ndigits >= 0 else round(self.specialize("int"),
+                                                                  ndigits)
+
+    def __trunc__(self):
+        return self
+
+    __floor__ = __ceil__ = __trunc__
 
     def __abs__(self):
         """|expr|: a symbol or a sum with non-negative terms is a size already."""
@@ -195,8 +266,15 @@ class SymInt:
 
     # ---- decisions become guards --------------------------------------------------------
     def _compare(self, other, op: str, fn):
-        if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
+        if isinstance(other, float):
+            other = _as_int_bound(other, op)
+            if isinstance(other, bool):  # decided for every int (`s == 2.5`, `s < inf`)
+                return other
+            op = "<=" if op == "<" and other[1] else ">=" if op == ">" and other[1] else op
+            other, fn = other[0], _COMPARE[op]
+        if not isinstance(other, (int, SymInt)):
             return NotImplemented
+        other = int(other) if isinstance(other, int) else other
         hint = fn(self.hint, other.hint if isinstance(other, SymInt) else other)
         if not isinstance(self - other, SymInt):  # the difference is a known constant
             return hint
@@ -255,8 +333,37 @@ class SymInt:
     def __repr__(self) -> str:
         return str(self.hint)
 
+    def __format__(self, spec: str) -> str:
+        return format(self.hint, spec)
+
     def __str__(self) -> str:
         return str(self.hint)
+
+
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
+
+
+def _int_or_special(x):
+    """An operand of an int-only operation: a size becomes its value (guarded)."""
+    return x.specialize("int") if isinstance(x, SymInt) else x
+
+
+def _as_int_bound(c: float, op: str):
+    """Comparing an int with the float c: the same comparison with an int, as
+    (int, strict-became-inclusive), or the answer itself when it is one for every int."""
+    if c != c:  # nan: only != holds
+        return op == "!="
+    if c in (float("inf"), float("-inf")):
+        return {"==": False, "!=": True, "<": c > 0, "<=": c > 0, ">": c < 0,
+                ">=": c < 0}[op]
+    if c.is_integer():
+        return int(c), False
+    if op in ("==", "!="):
+        return op == "!="
+    # s < 2.5 is s <= 2; s <= 2.5 is s <= 2; s > 2.5 is s >= 3; s >= 2.5 is s >= 3
+    bound = math.floor(c) if op in ("<", "<=") else math.ceil(c)
+    return bound, op in ("<", ">")
 
 
 _SYMBOL = re.compile(r"\b[su]\d+\b")
