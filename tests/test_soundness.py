@@ -681,3 +681,51 @@ def test_an_int_argument_passed_on_to_a_scripted_function_keeps_one_program():
         x = tj.randn(rows)
         np.testing.assert_allclose(traced(x).numpy(), scaled_steps_eager(x, rows).numpy(),
                                    rtol=1e-5, atol=1e-5)
+
+
+# ---- 30. size expressions stay as small as what they mean -------------------------------------
+def roll_window(x, new):
+    """A context window rolled by hand (makemore-style); the window's size is not a
+    polynomial in the input sizes (x's size // new's)."""
+    ctx = x.reshape(new.shape[0], -1)
+    for _ in range(12):
+        ctx = tj.cat([ctx.narrow(1, ctx.size(1) - 3, 3), new], 1)
+        ctx = tj.cat([ctx.narrow(1, 1, ctx.size(1) - 1), new], 1)
+    return ctx * ctx.shape[1]
+
+
+def test_a_rolled_window_keeps_its_size_expressions_small():
+    f = agree(roll_window, Call(tj.randn(20), tj.randn(2, 1)), Call(tj.randn(30), tj.randn(3, 1)),
+              Call(tj.randn(28), tj.randn(4, 1)))
+    assert f.stats["compiles"] == 1
+    assert max(len(str(g)) for g in f.guards) < 200  # it doubled with every step
+
+
+def halve_twice_per_step(x):
+    for _ in range(12):
+        x = x[: x.shape[0] // 2 + x.shape[0] // 3 + 1]
+    return x * 2
+
+
+def test_a_size_expression_that_keeps_growing_is_refused_and_the_call_runs_eagerly():
+    with pytest.warns(RuntimeWarning, match=r"size expression grew past .*test_soundness\.py"):
+        f = tj.trace(halve_twice_per_step, (tj.randn(5000, 2),))
+    for n in (5000, 7000):
+        x = tj.randn(n, 2)
+        np.testing.assert_array_equal(f(x).numpy(), halve_twice_per_step(x).numpy())
+    assert f.stats["compiles"] == 0
+
+
+def index_window_sums(x):
+    acc = x[0] * 0
+    for i in range(x.shape[0]):
+        acc = acc + x[: i // 2 + 1].sum(0) * 2
+    return acc
+
+
+def test_a_loop_index_inside_a_size_expression_reaches_compiled_segments():
+    scripted = tj.script(index_window_sums)
+    for n in (3, 5, 3):
+        x = tj.randn(n, 4)
+        np.testing.assert_allclose(scripted(x).numpy(), index_window_sums(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)

@@ -2,7 +2,9 @@
 
 A SymInt carries its value in this trace (the hint) and an expression over
 size symbols (s0, s1, ...), kept as an integer polynomial so that
-`(B * 784) // B` is just 784. Arithmetic stays symbolic; anything that turns
+`(B * 784) // B` is just 784. What is not a polynomial (`(B // 3)`) is an atom
+of one: `1 + ((B // 3) - 1)` is `(B // 3)` again, so sizes computed step by step
+in a loop stay as small as what they mean. Arithmetic stays symbolic; anything that turns
 a size into a Python decision — a comparison, `bool`, `int`, `range`,
 indexing — records a guard (expression, value seen) with the recorder, so the
 trace is reused only where that decision comes out the same.
@@ -75,13 +77,15 @@ def poly_source(p: Poly) -> str:
 class SymInt:
     """A tensor size that may differ between calls; see the module docstring."""
 
-    __slots__ = ("hint", "poly", "opaque", "recorder")
+    __slots__ = ("hint", "poly", "opaque", "recorder", "terms")
 
-    def __init__(self, hint: int, poly: Poly | None, recorder, opaque: str | None = None):
+    def __init__(self, hint: int, poly: Poly | None, recorder, opaque: str | None = None,
+                 terms: Poly | None = None):
         self.hint = int(hint)
         self.poly = poly          # None when the expression is not a polynomial
         self.opaque = opaque      # source of a non-polynomial expression
         self.recorder = recorder
+        self.terms = terms        # the opaque one as a polynomial over symbols and atoms
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod
@@ -97,12 +101,13 @@ class SymInt:
     def substitute(self, mapping: dict) -> "SymInt | int":
         """This expression with symbols replaced (by ints, other symbol names, or size
         expressions)."""
-        if self.poly is None:
-            return self
         out: Poly = {}
-        for mono, coef in self.poly.items():
+        for mono, coef in _terms(self).items():
             term: Poly = {(): coef}
             for sym in mono:
+                if _is_atom(sym):
+                    term = _poly_mul(term, _substitute_atom(sym, mapping))
+                    continue
                 rep = mapping.get(sym, sym)
                 rep = rep.poly if isinstance(rep, SymInt) and rep.poly is not None else rep
                 term = _poly_mul(term, rep if isinstance(rep, dict) else (
@@ -124,21 +129,20 @@ class SymInt:
         else:
             return NotImplemented
         hint = fn(ov, self.hint) if reflected else fn(self.hint, ov)
-        pa, pb = _as_poly(a), _as_poly(b)
-        poly = None
-        if pa is not None and pb is not None:
-            if op == "+":
-                poly = _poly_add(pa, pb)
-            elif op == "-":
-                poly = _poly_add(pa, pb, -1)
-            elif op == "*":
-                poly = _poly_mul(pa, pb)
-            elif op == "//":
-                poly = _poly_div_exact(pa, pb)
-            elif op == "%":
-                poly = {} if _poly_div_exact(pa, pb) is not None else None
-        return make(hint, poly, self.recorder, None if poly is not None else
-                    f"({_src(a)} {op} {_src(b)})")
+        pa, pb = _terms(a), _terms(b)  # atoms (non-polynomial parts) act as symbols here
+        if op == "+":
+            poly = _poly_add(pa, pb)
+        elif op == "-":
+            poly = _poly_add(pa, pb, -1)
+        elif op == "*":
+            poly = _poly_mul(pa, pb)
+        elif op == "//":
+            poly = _poly_div_exact(pa, pb)
+        else:  # "%"
+            poly = {} if _poly_div_exact(pa, pb) is not None else None
+        if poly is None:  # a new atom, written once: later steps refer to it whole
+            poly = {(f"({_src(a)} {op} {_src(b)})",): 1}
+        return make(hint, poly, self.recorder, None)
 
     def __add__(self, o):
         return self._binary(o, "+", lambda a, b: a + b)
@@ -443,11 +447,77 @@ def _balanced(src: str) -> bool:
     return True
 
 
+# A size expression longer than this is refused: the trace is dropped and the call runs
+# eagerly (sizes recomputed from themselves each step of a Python loop, in ways that do
+# not simplify, would otherwise double the guards and kernels' size code every step).
+MAX_SOURCE = 2000
+
+
 def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt | int":
-    """A SymInt, or a plain int when the expression turned out constant."""
+    """A SymInt, or a plain int when the expression turned out constant. `poly` may have
+    atoms among its factors (then the size is opaque, its source the polynomial's)."""
     if poly is not None and all(m == () for m in poly):
         return poly.get((), 0)
-    return SymInt(hint, poly, recorder, opaque)
+    terms = None
+    if poly is not None and any(_is_atom(f) for m in poly for f in m):
+        terms, poly, opaque = poly, None, poly_source(poly)
+    size = SymInt(hint, poly, recorder, opaque, terms)
+    if (len(opaque) if poly is None else sum(len(m) + 1 for m in poly) * 4) > MAX_SOURCE \
+            and getattr(recorder, "closed", True) is False:
+        return _refuse_large(size)
+    return size
+
+
+def _refuse_large(size: SymInt) -> int:
+    """Stop recording (the rest of the call runs eagerly, the function is not traced) and
+    go on with the size's value."""
+    from ..tensor.dispatch import user_frame
+
+    src = size.source()
+    size.recorder.abort(
+        f"a size expression grew past {MAX_SOURCE} characters at {user_frame()} "
+        f"({src[:60]} ...): a size recomputed from itself step by step in a Python loop; "
+        "make that size static (`int(...)`, guarded once) or keep the loop in tj.script, "
+        "where a loop is recorded once")
+    return size.hint
+
+
+def _is_atom(factor: str) -> bool:
+    """Whether a polynomial's factor is a non-polynomial expression (else a symbol)."""
+    return "(" in factor
+
+
+def _atom(src: str) -> str:
+    """An opaque expression as one factor: parenthesised unless it already is one group
+    (`(s0 // 3)`) or one call (`min(u0, 4)`)."""
+    if src.startswith("(") and _balanced(src):
+        return src
+    m = re.match(r"\w+\(", src)
+    if m is not None and src.endswith(")") and _balanced(src[m.end() - 1:]):
+        return src
+    return f"({src})"
+
+
+def _terms(x) -> Poly:
+    """x as a polynomial over symbols and atoms."""
+    if not isinstance(x, SymInt):
+        return {(): x} if x else {}
+    if x.poly is not None:
+        return x.poly
+    return x.terms if x.terms is not None else {(_atom(x.opaque),): 1}
+
+
+def _substitute_atom(atom: str, mapping: dict) -> Poly:
+    """An atom with symbols replaced (`mapping` as for `SymInt.substitute`), as a
+    polynomial: a constant when no symbol is left in it."""
+    def rep(m):
+        r = mapping.get(m.group(), m.group())
+        return r if isinstance(r, str) else _src(r)
+    text = _SYMBOL.sub(rep, atom)
+    if not _SYMBOL.search(text):  # our own arithmetic on integers (and abs/min/max)
+        value = eval(text, {"__builtins__": {"abs": abs, "min": min, "max": max}})  # noqa: S307
+        return {(): int(value)} if value else {}
+    return {(_atom(text),): 1}
 
 
 def map_leaves(x, kind: type, fn):
