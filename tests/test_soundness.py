@@ -669,6 +669,24 @@ def test_sizes_and_indices_as_numbers_in_scripts(fn, calls):
         np.testing.assert_allclose(scripted(*args).numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def floats_from_an_index(x, n: int):
+    acc = x * 0
+    for i in range(n):
+        acc = acc + x * (0.5 - i) * (i // 2.0) + 2.0 ** i + (i + 1) ** -0.5 + 3 / (i + 1)
+    if n * 0.5 > 1.2:
+        acc = acc * 2
+    return acc + tj.full((4,), n / 4)
+
+
+def test_a_float_from_a_loop_index_or_an_int_argument_is_computed_when_the_program_runs():
+    scripted = tj.script(floats_from_an_index)
+    for n in (3, 5, 2, 3):
+        x = tj.randn(4)
+        np.testing.assert_allclose(scripted(x, n).numpy(), floats_from_an_index(x, n).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+    assert scripted.stats["compiles"] == 1
+
+
 def test_an_int_argument_passed_on_to_a_scripted_function_keeps_one_program():
     scripted = tj.script(passes_its_int_on)
     for n, rows in ((2, 3), (4, 5), (3, 4), (2, 3)):
@@ -729,3 +747,14 @@ def test_a_loop_index_inside_a_size_expression_reaches_compiled_segments():
         x = tj.randn(n, 4)
         np.testing.assert_allclose(scripted(x).numpy(), index_window_sums(x).numpy(),
                                    rtol=1e-5, atol=1e-5)
+
+
+# ---- 31. a tensor where an op takes a number is this call's, not the recording's --------------
+@pytest.mark.parametrize("fn", [
+    lambda x: x + tj.full((4,), x.sum()),
+    lambda x: x + tj.full_like(x, x.max()),
+    lambda x: tj.full((2,), x.shape[0]),
+    lambda x: tj.linspace(0, x.sum(), 5) * x[0],
+], ids=["full", "full_like", "full-of-a-size", "linspace"])
+def test_a_tensor_or_a_size_where_an_op_takes_a_number_is_this_calls(fn):
+    agree(fn, Call(tj.ones(4)), Call(tj.randn(4)), Call(tj.randn(4) * 3))

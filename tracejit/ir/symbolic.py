@@ -174,12 +174,25 @@ class SymInt:
     def __rmod__(self, o):
         return self._binary(o, "%", lambda a, b: a % b, True)
 
-    def _with_float(self, other: float, fn, reflected: bool) -> float:
-        """`size op float` (or reflected): Python's float result for the size's value. The
-        value is specialised (a guard: the trace is reused only for this size), so a float
-        worked out from a size is never a stale constant at another size."""
-        mine = self.specialize("float")
+    def _with_float(self, other: float, fn, reflected: bool):
+        """`size op float` (or reflected): Python's float result for the size's value. An
+        input's size is specialised (a guard: the trace is reused only for this size), so
+        a float worked out from a size is never a stale constant at another size. A size
+        from data (a loop index, an `n: int`) gives a 0-d tensor the program computes
+        when it runs instead: guarding it would fail at the loop's next step."""
+        mine = self._runtime_value()
+        if mine is None:
+            mine = self.specialize("float")
         return fn(other, mine) if reflected else fn(mine, other)
+
+    def _runtime_value(self):
+        """This size as a 0-d int64 tensor computed when the program runs, where it is a
+        size from data being recorded by a script; else None."""
+        rec = self.recorder
+        if rec is None or not is_dynamic(self) or not getattr(rec, "script", 0) or \
+                rec.closed or rec.aborted or rec.paused:
+            return None
+        return rec.size_value(self)
 
     def __pow__(self, o, mod=None):
         if mod is not None:
@@ -189,13 +202,17 @@ class SymInt:
             for _ in range(o):
                 out = out * self
             return out
-        if isinstance(o, (int, float, SymInt)):  # a float, a negative or a symbolic power
-            return self.specialize("float") ** _int_or_special(o)
+        if isinstance(o, float) or isinstance(o, int) and o < 0:  # a float result
+            return self._with_float(float(o), lambda a, b: a ** b, False)
+        if isinstance(o, (int, SymInt)):  # a large or a symbolic power
+            return self.specialize("int") ** _int_or_special(o)
         return NotImplemented
 
     def __rpow__(self, o):
-        if isinstance(o, (int, float)):
-            return o ** self.specialize("float")
+        if isinstance(o, float):
+            return self._with_float(o, lambda a, b: a ** b, True)
+        if isinstance(o, int):
+            return o ** self.specialize("int")
         return NotImplemented
 
     def __divmod__(self, o):
@@ -255,12 +272,23 @@ class SymInt:
         return make(abs(self.hint), None, self.recorder, f"abs({self.source()})")
 
     def __truediv__(self, o):
-        """True division of sizes is a Python float: the trace specialises it (guarded)."""
-        return self.specialize("float") / (o.specialize("float") if isinstance(o, SymInt)
-                                           else o)
+        """True division of sizes is a Python float: the trace specialises it (guarded),
+        or a script computes it when it runs (see `_with_float`)."""
+        if not isinstance(o, (int, float, SymInt)):
+            return NotImplemented
+        mine = self._runtime_value()
+        if mine is None:
+            mine = self.specialize("float")
+        if isinstance(o, SymInt):
+            theirs = o._runtime_value()
+            o = o.specialize("float") if theirs is None else theirs
+        return mine / o
 
     def __rtruediv__(self, o):
-        return o / self.specialize("float")
+        if not isinstance(o, (int, float)):
+            return NotImplemented
+        mine = self._runtime_value()
+        return o / (self.specialize("float") if mine is None else mine)
 
     def __neg__(self):
         return self * -1
