@@ -719,6 +719,18 @@ def test_a_rolled_window_keeps_its_size_expressions_small():
     assert max(len(str(g)) for g in f.guards) < 200  # it doubled with every step
 
 
+def test_a_part_that_is_not_a_polynomial_is_one_factor_written_once():
+    from tracejit.ir.symbolic import SymInt
+
+    b = SymInt.symbol("s0", 7, None)
+    third = b // 3
+    assert (1 + (third - 1)).source() == third.source() == "(s0 // 3)"
+    assert third * 2 - third - third == 0
+    assert (third * b + 1).substitute({"s0": 9}) == 3 * 9 + 1  # atoms are substituted too
+    carried = (third + 1).substitute({"s0": SymInt.symbol("s9", 5, None) - 2})
+    assert carried.symbols() == {"s9"}
+
+
 def halve_twice_per_step(x):
     for _ in range(12):
         x = x[: x.shape[0] // 2 + x.shape[0] // 3 + 1]

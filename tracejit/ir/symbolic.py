@@ -109,7 +109,7 @@ class SymInt:
                     term = _poly_mul(term, _substitute_atom(sym, mapping))
                     continue
                 rep = mapping.get(sym, sym)
-                rep = rep.poly if isinstance(rep, SymInt) and rep.poly is not None else rep
+                rep = _terms(rep) if isinstance(rep, SymInt) else rep
                 term = _poly_mul(term, rep if isinstance(rep, dict) else (
                     {(): rep} if isinstance(rep, int) else {(rep,): 1}))
             out = _poly_add(out, term)
@@ -117,7 +117,7 @@ class SymInt:
 
     # ---- arithmetic stays symbolic ------------------------------------------------------
     def _binary(self, other, op: str, fn: Callable[[int, int], int], reflected=False):
-        if isinstance(other, float):  # a Python float out of a size: guarded, as int() is
+        if isinstance(other, float):  # Python's float result (see `_with_float`)
             return self._with_float(other, fn, reflected)
         if isinstance(other, SymInt):
             a, b = (other, self) if reflected else (self, other)
@@ -490,8 +490,9 @@ def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt 
     if poly is not None and any(_is_atom(f) for m in poly for f in m):
         terms, poly, opaque = poly, None, poly_source(poly)
     size = SymInt(hint, poly, recorder, opaque, terms)
-    if (len(opaque) if poly is None else sum(len(m) + 1 for m in poly) * 4) > MAX_SOURCE \
-            and getattr(recorder, "closed", True) is False:
+    # (a polynomial's length is estimated from its factors, without printing it)
+    length = len(opaque) if poly is None else 4 * sum(len(m) + 1 for m in poly)
+    if length > MAX_SOURCE and getattr(recorder, "closed", True) is False:
         return _refuse_large(size)
     return size
 
