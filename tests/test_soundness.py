@@ -4,6 +4,7 @@ aliasing, requires_grad). Every call is checked against eager by the differentia
 oracle (`tracejit.testing.differential`) on both backends."""
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -556,3 +557,216 @@ def test_create_graph_through_a_call_whose_inputs_reach_one_another():
         (h1,) = tj.autograd.grad([g1.sum()], [a1])
         (h2,) = tj.autograd.grad([g2.sum()], [a2])
         assert np.allclose(h1.numpy(), h2.numpy(), rtol=1e-4, atol=1e-6)
+
+
+# ---- 27. sizes are Python ints in every arithmetic form ---------------------------------------
+# A float worked out from a size is specialised (guarded): called at another size, the trace
+# either fits or is recorded again, never reused with the float it saw.
+@pytest.mark.parametrize("fn", [
+    lambda x: x * x.shape[-1] ** -0.5,
+    lambda x: x * (x.shape[0] * 0.5),
+    lambda x: x + (10.0 + x.shape[0]),
+    lambda x: x - (0.5 - x.shape[0]),
+    lambda x: x * (x.shape[0] // 4.0) + (x.shape[0] % 2.5),
+    lambda x: x * x.shape[0] ** 0.5 + 2 ** x.shape[0],
+    lambda x: x * math.sqrt(x.shape[0]) + float(x.shape[0]),
+    lambda x: x * 2 if x.shape[0] > 6.5 else x - 1,
+    lambda x: x * 2 if x.shape[0] == 6.0 else x - 1,
+    lambda x: x * 2 if x.shape[0] != 6.5 else x - 1,
+    lambda x: x * divmod(x.shape[0], 4)[1] + round(x.shape[0] / 4) + math.floor(x.shape[0]),
+    lambda x: x * (x.shape[0] << 1) + (x.shape[0] >> 1) + (x.shape[0] & 3) + ~x.shape[0],
+    lambda x: x * (x.shape[0] + True),
+], ids=["rsqrt-scale", "mul", "radd", "rsub", "floordiv-mod", "pow", "sqrt-float",
+        "gt", "eq", "ne", "divmod-round", "bits", "bool"])
+def test_sizes_mix_with_floats_as_ints_do(fn):
+    agree(fn, Call(tj.arange(12.0).reshape(6, 2)), Call(tj.arange(20.0).reshape(10, 2)),
+          Call(rg(tj.arange(8.0).reshape(4, 2))), Call(tj.arange(14.0).reshape(7, 2)))
+
+
+def test_a_size_compared_with_a_float_is_decided_as_for_an_int():
+    seen = []
+
+    def f(x):
+        seen.append((x.shape[0] == 6.0, x.shape[0] == 6.5, x.shape[0] < 6.5,
+                     x.shape[0] >= 5.5, x.shape[0] < float("inf"), x.shape[0] == float("nan")))
+        return x * 2
+
+    tj.trace(f, (tj.ones(6, 2),))
+    assert seen == [(True, False, True, True, True, False)]
+
+
+# ---- 28. split and chunk along a traced size --------------------------------------------------
+@pytest.mark.parametrize("fn", [
+    lambda x: tuple(c * 2 for c in x.chunk(3, 0)),
+    lambda x: tj.chunk(x, 2, 1),
+    lambda x: x.split(x.shape[1] // 2, 1),
+    lambda x: tuple(c + 1 for c in x.split(4, 0)),
+    lambda x: x.unbind(0),
+], ids=["chunk", "tj.chunk", "split-by-size", "split", "unbind"])
+def test_split_and_chunk_along_a_traced_size(fn):
+    agree(fn, Call(tj.randn(6, 4)), Call(tj.randn(7, 6)), Call(rg(tj.randn(9, 5))),
+          Call(tj.randn(5, 2)), Call(tj.randn(2, 3)))
+
+
+def test_chunk_guards_the_number_of_pieces_not_the_size():
+    f = tj.trace(lambda x: tuple(c * 2 for c in x.chunk(3, 0)), (tj.randn(7, 2),))
+    for n in (7, 8, 9):
+        x = tj.randn(n, 2)
+        got, want = f(x), tuple(c * 2 for c in x.chunk(3, 0))
+        assert [g.shape for g in got] == [w.shape for w in want]
+        assert all(np.array_equal(g.numpy(), w.numpy()) for g, w in zip(got, want))
+    assert f.stats["compiles"] == 1
+
+
+# ---- 29. sizes and loop indices as numbers in scripted code -----------------------------------
+def index_weighted_sum(x):
+    acc = x[0] * 0
+    for i in range(x.shape[0]):
+        acc = acc + x[i] * i
+    return acc
+
+
+def index_and_floats(x, n: int):
+    acc = x * 0
+    for i in range(n):
+        acc = acc + x * (10.0 + i) + i * 0.25 + n / 4
+    return acc
+
+
+def sizes_taken_before_a_loop(x, n: int):
+    rows, cols = x.shape
+    for _ in range(n):
+        x = x * cols + (rows + 0.5)
+    return x
+
+
+def scaled_steps_eager(x, k: int):
+    for i in range(k):
+        x = x * 0.5 + i
+    return x
+
+
+scaled_steps = tj.script(scaled_steps_eager)  # inlined where a recording calls it
+
+
+def passes_its_int_on(x, n: int, steps=None):
+    steps = steps or scaled_steps  # the oracle passes the plain function
+    rows = x.shape[0]
+    for j in range(n):
+        x = steps(x, rows) + j
+    return steps(x, n) + steps(x, n + 1)
+
+
+@pytest.mark.parametrize("fn,calls", [
+    (index_weighted_sum, [(tj.randn(3, 4),), (tj.randn(5, 4),), (tj.randn(2, 6),)]),
+    (index_and_floats, [(tj.randn(4), 3), (tj.randn(6), 5), (tj.randn(4), 2)]),
+    (sizes_taken_before_a_loop, [(tj.randn(3, 4), 2), (tj.randn(5, 6), 3), (tj.randn(2, 2), 1)]),
+], ids=["loop-index-factor", "index-and-floats", "sizes-before-loop"])
+def test_sizes_and_indices_as_numbers_in_scripts(fn, calls):
+    scripted = tj.script(fn)
+    for args in calls + calls[:1]:  # the first call again: a compiled run, not the recording
+        want = fn(*args)
+        np.testing.assert_allclose(scripted(*args).numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def floats_from_an_index(x, n: int):
+    acc = x * 0
+    for i in range(n):
+        acc = acc + x * (0.5 - i) * (i // 2.0) + 2.0 ** i + (i + 1) ** -0.5 + 3 / (i + 1)
+    if n * 0.5 > 1.2:
+        acc = acc * 2
+    return acc + tj.full((4,), n / 4)
+
+
+def test_a_float_from_a_loop_index_or_an_int_argument_is_computed_when_the_program_runs():
+    scripted = tj.script(floats_from_an_index)
+    for n in (3, 5, 2, 3):
+        x = tj.randn(4)
+        np.testing.assert_allclose(scripted(x, n).numpy(), floats_from_an_index(x, n).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+    assert scripted.stats["compiles"] == 1
+
+
+def test_an_int_argument_passed_on_to_a_scripted_function_keeps_one_program():
+    scripted = tj.script(passes_its_int_on)
+    for n, rows in ((2, 3), (4, 5), (3, 4), (2, 3)):
+        x = tj.randn(rows)
+        want = passes_its_int_on(x, n, scaled_steps_eager)
+        np.testing.assert_allclose(scripted(x, n).numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    assert scripted.stats["compiles"] == 1
+    traced = tj.trace(lambda x: scaled_steps(x, x.shape[0]), (tj.randn(3),))
+    for rows in (3, 5):
+        x = tj.randn(rows)
+        np.testing.assert_allclose(traced(x).numpy(), scaled_steps_eager(x, rows).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+
+
+# ---- 30. size expressions stay as small as what they mean -------------------------------------
+def roll_window(x, new):
+    """A context window rolled by hand (makemore-style); the window's size is not a
+    polynomial in the input sizes (x's size // new's)."""
+    ctx = x.reshape(new.shape[0], -1)
+    for _ in range(12):
+        ctx = tj.cat([ctx.narrow(1, ctx.size(1) - 3, 3), new], 1)
+        ctx = tj.cat([ctx.narrow(1, 1, ctx.size(1) - 1), new], 1)
+    return ctx * ctx.shape[1]
+
+
+def test_a_rolled_window_keeps_its_size_expressions_small():
+    f = agree(roll_window, Call(tj.randn(20), tj.randn(2, 1)), Call(tj.randn(30), tj.randn(3, 1)),
+              Call(tj.randn(28), tj.randn(4, 1)))
+    assert f.stats["compiles"] == 1
+    assert max(len(str(g)) for g in f.guards) < 200  # it doubled with every step
+
+
+def test_a_part_that_is_not_a_polynomial_is_one_factor_written_once():
+    from tracejit.ir.symbolic import SymInt
+
+    b = SymInt.symbol("s0", 7, None)
+    third = b // 3
+    assert (1 + (third - 1)).source() == third.source() == "(s0 // 3)"
+    assert third * 2 - third - third == 0
+    assert (third * b + 1).substitute({"s0": 9}) == 3 * 9 + 1  # atoms are substituted too
+    carried = (third + 1).substitute({"s0": SymInt.symbol("s9", 5, None) - 2})
+    assert carried.symbols() == {"s9"}
+
+
+def halve_twice_per_step(x):
+    for _ in range(12):
+        x = x[: x.shape[0] // 2 + x.shape[0] // 3 + 1]
+    return x * 2
+
+
+def test_a_size_expression_that_keeps_growing_is_refused_and_the_call_runs_eagerly():
+    with pytest.warns(RuntimeWarning, match=r"size expression grew past .*test_soundness\.py"):
+        f = tj.trace(halve_twice_per_step, (tj.randn(5000, 2),))
+    for n in (5000, 7000):
+        x = tj.randn(n, 2)
+        np.testing.assert_array_equal(f(x).numpy(), halve_twice_per_step(x).numpy())
+    assert f.stats["compiles"] == 0
+
+
+def index_window_sums(x):
+    acc = x[0] * 0
+    for i in range(x.shape[0]):
+        acc = acc + x[: i // 2 + 1].sum(0) * 2
+    return acc
+
+
+def test_a_loop_index_inside_a_size_expression_reaches_compiled_segments():
+    scripted = tj.script(index_window_sums)
+    for n in (3, 5, 3):
+        x = tj.randn(n, 4)
+        np.testing.assert_allclose(scripted(x).numpy(), index_window_sums(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+
+
+# ---- 31. a tensor where an op takes a number is this call's, not the recording's --------------
+@pytest.mark.parametrize("fn", [
+    lambda x: x + tj.full((4,), x.sum()),
+    lambda x: x + tj.full_like(x, x.max()),
+    lambda x: tj.full((2,), x.shape[0]),
+    lambda x: tj.linspace(0, x.sum(), 5) * x[0],
+], ids=["full", "full_like", "full-of-a-size", "linspace"])
+def test_a_tensor_or_a_size_where_an_op_takes_a_number_is_this_calls(fn):
+    agree(fn, Call(tj.ones(4)), Call(tj.randn(4)), Call(tj.randn(4) * 3))

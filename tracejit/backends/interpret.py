@@ -405,6 +405,13 @@ def _kernel_symbols(node) -> set:
     return found
 
 
+def _needed_symbols(node) -> set:
+    """The size symbols a node needs when it runs: a fused kernel's also those its inner
+    nodes use as numbers (`mul(%in0, u0)`, a loop index as a factor)."""
+    found = _size_symbols(node)
+    return found | _kernel_symbols(node) if node.op == FUSED else found
+
+
 def _plain_symbols(values) -> set:
     from ..ir.symbolic import plain_symbol
 
@@ -454,10 +461,11 @@ def _segments(graph: Graph, owner, carriers: frozenset = frozenset()) -> dict:
         usable = carriers
         if node.op == FUSED and _kernel_symbols(node) & carriers:
             usable = frozenset()  # a kernel reads its sizes by name: no carried size
-        if not _size_symbols(node) <= _plain_symbols(external + ext) | usable:
+        needed = _needed_symbols(node)
+        if not needed <= _plain_symbols(external + ext) | usable:
             close()
             ext = [x for x in node.inputs if isinstance(x, Value)]
-            if not _size_symbols(node) <= _plain_symbols(ext) | usable:
+            if not needed <= _plain_symbols(ext) | usable:
                 continue  # its sizes come from elsewhere: it runs as a step of its own
         run.append(node)
         external.extend(x for x in ext if not any(x is e for e in external))

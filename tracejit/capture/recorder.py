@@ -323,6 +323,8 @@ class Recorder:
     def apply(self, op, args, attrs):
         from ..tensor.dispatch import apply
 
+        if attrs and any(isinstance(v, Tensor) for v in attrs.values()):
+            attrs = self._read_tensor_attrs(op, attrs)
         STATE.capture = None
         try:
             out = apply(op, *hint_of(args), **_hint_attrs(attrs))
@@ -350,6 +352,20 @@ class Recorder:
             src = args[0]
             base, chain = self.view_chains.get(id(src), (src, ()))
             self.view_chains[id(out)] = (base, chain + ((op, attrs),))
+        return out
+
+    def _read_tensor_attrs(self, op, attrs: dict) -> dict:
+        """A tensor passed where an op takes a number (`full(shape, t)`, a script's
+        `n * 0.5`): the op reads its value, so the value is read as `t.item()` is (a guard,
+        or in a script an int from data), never kept as the tensor seen while recording."""
+        out = {}
+        for k, v in attrs.items():
+            if isinstance(v, Tensor):
+                if v.numel() == 1:
+                    v = self.read(v, "item")
+                else:
+                    self.escape(v, f"{op.name}({k}=...)")
+            out[k] = v
         return out
 
     # ---- scopes: regions of branches and loops -------------------------------------------
@@ -460,6 +476,8 @@ class Recorder:
         its base) gets a new value; every other view of that base is re-derived."""
         from ..tensor.dispatch import apply_inplace
 
+        if attrs and any(isinstance(v, Tensor) for v in attrs.values()):
+            attrs = self._read_tensor_attrs(op, attrs)
         base, chain = self.view_chains.get(id(target), (None, ()))
         if len(self.scopes) > 1 and self.scope_of.get(self.values.get(id(
                 base if base is not None else target))) is not self.scopes[-1]:

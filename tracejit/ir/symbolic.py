@@ -2,13 +2,17 @@
 
 A SymInt carries its value in this trace (the hint) and an expression over
 size symbols (s0, s1, ...), kept as an integer polynomial so that
-`(B * 784) // B` is just 784. Arithmetic stays symbolic; anything that turns
+`(B * 784) // B` is just 784. What is not a polynomial (`(B // 3)`) is an atom
+of one: `1 + ((B // 3) - 1)` is `(B // 3)` again, so sizes computed step by step
+in a loop stay as small as what they mean. Arithmetic stays symbolic; anything that turns
 a size into a Python decision — a comparison, `bool`, `int`, `range`,
 indexing — records a guard (expression, value seen) with the recorder, so the
 trace is reused only where that decision comes out the same.
 """
 from __future__ import annotations
 
+import math
+import operator
 import re
 
 from typing import Callable
@@ -73,13 +77,15 @@ def poly_source(p: Poly) -> str:
 class SymInt:
     """A tensor size that may differ between calls; see the module docstring."""
 
-    __slots__ = ("hint", "poly", "opaque", "recorder")
+    __slots__ = ("hint", "poly", "opaque", "recorder", "terms")
 
-    def __init__(self, hint: int, poly: Poly | None, recorder, opaque: str | None = None):
+    def __init__(self, hint: int, poly: Poly | None, recorder, opaque: str | None = None,
+                 terms: Poly | None = None):
         self.hint = int(hint)
         self.poly = poly          # None when the expression is not a polynomial
         self.opaque = opaque      # source of a non-polynomial expression
         self.recorder = recorder
+        self.terms = terms        # the opaque one as a polynomial over symbols and atoms
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod
@@ -95,14 +101,15 @@ class SymInt:
     def substitute(self, mapping: dict) -> "SymInt | int":
         """This expression with symbols replaced (by ints, other symbol names, or size
         expressions)."""
-        if self.poly is None:
-            return self
         out: Poly = {}
-        for mono, coef in self.poly.items():
+        for mono, coef in _terms(self).items():
             term: Poly = {(): coef}
             for sym in mono:
+                if _is_atom(sym):
+                    term = _poly_mul(term, _substitute_atom(sym, mapping))
+                    continue
                 rep = mapping.get(sym, sym)
-                rep = rep.poly if isinstance(rep, SymInt) and rep.poly is not None else rep
+                rep = _terms(rep) if isinstance(rep, SymInt) else rep
                 term = _poly_mul(term, rep if isinstance(rep, dict) else (
                     {(): rep} if isinstance(rep, int) else {(rep,): 1}))
             out = _poly_add(out, term)
@@ -110,30 +117,32 @@ class SymInt:
 
     # ---- arithmetic stays symbolic ------------------------------------------------------
     def _binary(self, other, op: str, fn: Callable[[int, int], int], reflected=False):
+        if isinstance(other, float):  # Python's float result (see `_with_float`)
+            return self._with_float(other, fn, reflected)
         if isinstance(other, SymInt):
             a, b = (other, self) if reflected else (self, other)
             ov = other.hint
-        elif isinstance(other, int) and not isinstance(other, bool):
+        elif isinstance(other, int):
+            other = int(other)  # a bool is the int 0 or 1, as in Python
             a, b = (other, self) if reflected else (self, other)
             ov = other
         else:
             return NotImplemented
         hint = fn(ov, self.hint) if reflected else fn(self.hint, ov)
-        pa, pb = _as_poly(a), _as_poly(b)
-        poly = None
-        if pa is not None and pb is not None:
-            if op == "+":
-                poly = _poly_add(pa, pb)
-            elif op == "-":
-                poly = _poly_add(pa, pb, -1)
-            elif op == "*":
-                poly = _poly_mul(pa, pb)
-            elif op == "//":
-                poly = _poly_div_exact(pa, pb)
-            elif op == "%":
-                poly = {} if _poly_div_exact(pa, pb) is not None else None
-        return make(hint, poly, self.recorder, None if poly is not None else
-                    f"({_src(a)} {op} {_src(b)})")
+        pa, pb = _terms(a), _terms(b)  # atoms (non-polynomial parts) act as symbols here
+        if op == "+":
+            poly = _poly_add(pa, pb)
+        elif op == "-":
+            poly = _poly_add(pa, pb, -1)
+        elif op == "*":
+            poly = _poly_mul(pa, pb)
+        elif op == "//":
+            poly = _poly_div_exact(pa, pb)
+        else:  # "%"
+            poly = {} if _poly_div_exact(pa, pb) is not None else None
+        if poly is None:  # a new atom, written once: later steps refer to it whole
+            poly = {(f"({_src(a)} {op} {_src(b)})",): 1}
+        return make(hint, poly, self.recorder, None)
 
     def __add__(self, o):
         return self._binary(o, "+", lambda a, b: a + b)
@@ -165,13 +174,96 @@ class SymInt:
     def __rmod__(self, o):
         return self._binary(o, "%", lambda a, b: a % b, True)
 
-    def __pow__(self, o):
-        if isinstance(o, int) and not isinstance(o, bool) and o >= 0:
+    def _with_float(self, other: float, fn, reflected: bool):
+        """`size op float` (or reflected): Python's float result for the size's value. An
+        input's size is specialised (a guard: the trace is reused only for this size), so
+        a float worked out from a size is never a stale constant at another size. A size
+        from data (a loop index, an `n: int`) gives a 0-d tensor the program computes
+        when it runs instead: guarding it would fail at the loop's next step."""
+        mine = self._runtime_value()
+        if mine is None:
+            mine = self.specialize("float")
+        return fn(other, mine) if reflected else fn(mine, other)
+
+    def _runtime_value(self):
+        """This size as a 0-d int64 tensor computed when the program runs, where it is a
+        size from data being recorded by a script; else None."""
+        rec = self.recorder
+        if rec is None or not is_dynamic(self) or not getattr(rec, "script", 0) or \
+                rec.closed or rec.aborted or rec.paused:
+            return None
+        return rec.size_value(self)
+
+    def __pow__(self, o, mod=None):
+        if mod is not None:
+            return pow(self.specialize("int"), _int_or_special(o), _int_or_special(mod))
+        if isinstance(o, int) and not isinstance(o, bool) and 0 <= o <= 64:
             out = 1
             for _ in range(o):
                 out = out * self
             return out
+        if isinstance(o, float) or isinstance(o, int) and o < 0:  # a float result
+            return self._with_float(float(o), lambda a, b: a ** b, False)
+        if isinstance(o, (int, SymInt)):  # a large or a symbolic power
+            return self.specialize("int") ** _int_or_special(o)
         return NotImplemented
+
+    def __rpow__(self, o):
+        if isinstance(o, float):
+            return self._with_float(o, lambda a, b: a ** b, True)
+        if isinstance(o, int):
+            return o ** self.specialize("int")
+        return NotImplemented
+
+    def __divmod__(self, o):
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
+
+    def __lshift__(self, o):
+        if isinstance(o, int) and 0 <= o <= 64:
+            return self * (1 << int(o))
+        return self.specialize("int") << _int_or_special(o)
+
+    def __rlshift__(self, o):
+        return _int_or_special(o) << self.specialize("int")
+
+    def __rshift__(self, o):
+        if isinstance(o, int) and 0 <= o <= 64:
+            return self // (1 << int(o))
+        return self.specialize("int") >> _int_or_special(o)
+
+    def __rrshift__(self, o):
+        return _int_or_special(o) >> self.specialize("int")
+
+    def __and__(self, o):
+        return self.specialize("int") & _int_or_special(o)
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return self.specialize("int") | _int_or_special(o)
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return self.specialize("int") ^ _int_or_special(o)
+
+    __rxor__ = __xor__
+
+    def __invert__(self):
+        return -self - 1
+
+    def __round__(self, ndigits=None):
+        """round(), math.floor/ceil/trunc of an int are the int itself."""
+        return self if ndigits is None or ndigits >= 0 else round(self.specialize("int"),
+                                                                  ndigits)
+
+    def __trunc__(self):
+        return self
+
+    __floor__ = __ceil__ = __trunc__
 
     def __abs__(self):
         """|expr|: a symbol or a sum with non-negative terms is a size already."""
@@ -180,12 +272,23 @@ class SymInt:
         return make(abs(self.hint), None, self.recorder, f"abs({self.source()})")
 
     def __truediv__(self, o):
-        """True division of sizes is a Python float: the trace specialises it (guarded)."""
-        return self.specialize("float") / (o.specialize("float") if isinstance(o, SymInt)
-                                           else o)
+        """True division of sizes is a Python float: the trace specialises it (guarded),
+        or a script computes it when it runs (see `_with_float`)."""
+        if not isinstance(o, (int, float, SymInt)):
+            return NotImplemented
+        mine = self._runtime_value()
+        if mine is None:
+            mine = self.specialize("float")
+        if isinstance(o, SymInt):
+            theirs = o._runtime_value()
+            o = o.specialize("float") if theirs is None else theirs
+        return mine / o
 
     def __rtruediv__(self, o):
-        return o / self.specialize("float")
+        if not isinstance(o, (int, float)):
+            return NotImplemented
+        mine = self._runtime_value()
+        return o / (self.specialize("float") if mine is None else mine)
 
     def __neg__(self):
         return self * -1
@@ -195,8 +298,15 @@ class SymInt:
 
     # ---- decisions become guards --------------------------------------------------------
     def _compare(self, other, op: str, fn):
-        if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
+        if isinstance(other, float):
+            other = _as_int_bound(other, op)
+            if isinstance(other, bool):  # decided for every int (`s == 2.5`, `s < inf`)
+                return other
+            op = "<=" if op == "<" and other[1] else ">=" if op == ">" and other[1] else op
+            other, fn = other[0], _COMPARE[op]
+        if not isinstance(other, (int, SymInt)):
             return NotImplemented
+        other = int(other) if isinstance(other, int) else other
         hint = fn(self.hint, other.hint if isinstance(other, SymInt) else other)
         if not isinstance(self - other, SymInt):  # the difference is a known constant
             return hint
@@ -255,8 +365,37 @@ class SymInt:
     def __repr__(self) -> str:
         return str(self.hint)
 
+    def __format__(self, spec: str) -> str:
+        return format(self.hint, spec)
+
     def __str__(self) -> str:
         return str(self.hint)
+
+
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
+
+
+def _int_or_special(x):
+    """An operand of an int-only operation: a size becomes its value (guarded)."""
+    return x.specialize("int") if isinstance(x, SymInt) else x
+
+
+def _as_int_bound(c: float, op: str):
+    """Comparing an int with the float c: the same comparison with an int, as
+    (int, strict-became-inclusive), or the answer itself when it is one for every int."""
+    if c != c:  # nan: only != holds
+        return op == "!="
+    if c in (float("inf"), float("-inf")):
+        return {"==": False, "!=": True, "<": c > 0, "<=": c > 0, ">": c < 0,
+                ">=": c < 0}[op]
+    if c.is_integer():
+        return int(c), False
+    if op in ("==", "!="):
+        return op == "!="
+    # s < 2.5 is s <= 2; s <= 2.5 is s <= 2; s > 2.5 is s >= 3; s >= 2.5 is s >= 3
+    bound = math.floor(c) if op in ("<", "<=") else math.ceil(c)
+    return bound, op in ("<", ">")
 
 
 _SYMBOL = re.compile(r"\b[su]\d+\b")
@@ -336,11 +475,78 @@ def _balanced(src: str) -> bool:
     return True
 
 
+# A size expression longer than this is refused: the trace is dropped and the call runs
+# eagerly (sizes recomputed from themselves each step of a Python loop, in ways that do
+# not simplify, would otherwise double the guards and kernels' size code every step).
+MAX_SOURCE = 2000
+
+
 def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt | int":
-    """A SymInt, or a plain int when the expression turned out constant."""
+    """A SymInt, or a plain int when the expression turned out constant. `poly` may have
+    atoms among its factors (then the size is opaque, its source the polynomial's)."""
     if poly is not None and all(m == () for m in poly):
         return poly.get((), 0)
-    return SymInt(hint, poly, recorder, opaque)
+    terms = None
+    if poly is not None and any(_is_atom(f) for m in poly for f in m):
+        terms, poly, opaque = poly, None, poly_source(poly)
+    size = SymInt(hint, poly, recorder, opaque, terms)
+    # (a polynomial's length is estimated from its factors, without printing it)
+    length = len(opaque) if poly is None else 4 * sum(len(m) + 1 for m in poly)
+    if length > MAX_SOURCE and getattr(recorder, "closed", True) is False:
+        return _refuse_large(size)
+    return size
+
+
+def _refuse_large(size: SymInt) -> int:
+    """Stop recording (the rest of the call runs eagerly, the function is not traced) and
+    go on with the size's value."""
+    from ..tensor.dispatch import user_frame
+
+    src = size.source()
+    size.recorder.abort(
+        f"a size expression grew past {MAX_SOURCE} characters at {user_frame()} "
+        f"({src[:60]} ...): a size recomputed from itself step by step in a Python loop; "
+        "make that size static (`int(...)`, guarded once) or keep the loop in tj.script, "
+        "where a loop is recorded once")
+    return size.hint
+
+
+def _is_atom(factor: str) -> bool:
+    """Whether a polynomial's factor is a non-polynomial expression (else a symbol)."""
+    return "(" in factor
+
+
+def _atom(src: str) -> str:
+    """An opaque expression as one factor: parenthesised unless it already is one group
+    (`(s0 // 3)`) or one call (`min(u0, 4)`)."""
+    if src.startswith("(") and _balanced(src):
+        return src
+    m = re.match(r"\w+\(", src)
+    if m is not None and src.endswith(")") and _balanced(src[m.end() - 1:]):
+        return src
+    return f"({src})"
+
+
+def _terms(x) -> Poly:
+    """x as a polynomial over symbols and atoms."""
+    if not isinstance(x, SymInt):
+        return {(): x} if x else {}
+    if x.poly is not None:
+        return x.poly
+    return x.terms if x.terms is not None else {(_atom(x.opaque),): 1}
+
+
+def _substitute_atom(atom: str, mapping: dict) -> Poly:
+    """An atom with symbols replaced (`mapping` as for `SymInt.substitute`), as a
+    polynomial: a constant when no symbol is left in it."""
+    def rep(m):
+        r = mapping.get(m.group(), m.group())
+        return r if isinstance(r, str) else _src(r)
+    text = _SYMBOL.sub(rep, atom)
+    if not _SYMBOL.search(text):  # our own arithmetic on integers (and abs/min/max)
+        value = eval(text, {"__builtins__": {"abs": abs, "min": min, "max": max}})  # noqa: S307
+        return {(): int(value)} if value else {}
+    return {(_atom(text),): 1}
 
 
 def map_leaves(x, kind: type, fn):

@@ -13,6 +13,7 @@ import typing
 
 from ..autograd.grad_mode import STATE
 from ..capture.trace import DEFAULT_BUDGET, LAZY, TracedFunction, TracedModule
+from ..ir.symbolic import SymInt
 from ..tensor.tensor import Tensor
 from .frontend import convert
 
@@ -45,8 +46,12 @@ class _Scripted:
             return args
         from ..tensor.creation import tensor
 
-        return tuple(tensor(a) if k in self._int_params and type(a) is int else a
-                     for k, a in enumerate(args))
+        # a size outside a recording (an eager iteration finishing a scripted loop) is the
+        # int it stands for; inside one it is passed on as it is (the call is inlined)
+        recording = STATE.capture is not None
+        return tuple(tensor(a) if k in self._int_params and type(a) is int else
+                     tensor(a.hint) if k in self._int_params and isinstance(a, SymInt) and
+                     not recording else a for k, a in enumerate(args))
 
     def _python_args(self, args) -> list:
         """The arguments as the original function takes them (ints as ints)."""
@@ -84,10 +89,10 @@ def _matches(value, hint) -> bool:
     origin = typing.get_origin(hint)
     if hint is typing.Any:
         return True
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is float:  # (a size while recording is an int, too)
+        return isinstance(value, (int, float, SymInt)) and not isinstance(value, bool)
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool) or (
+        return isinstance(value, (int, SymInt)) and not isinstance(value, bool) or (
             isinstance(value, Tensor) and value.ndim == 0 and value.dtype.name == "int64")
     if origin is typing.Union:
         return any(_matches(value, h) for h in typing.get_args(hint))

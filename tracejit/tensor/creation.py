@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..ops import OPS
 from ..ops.creation import GENERATOR
 from .dispatch import apply
+from ..ir.symbolic import SymInt
 from .functional import _shape_arg
 from .tensor import Tensor, _make
 
@@ -127,7 +128,16 @@ def _create(op, requires_grad, device, **attrs) -> Tensor:
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if dtype is None:
         dtype = dt.as_dtype(type(fill_value)) if isinstance(fill_value, (bool, int, float)) \
-            else dt.default_float
+            else dt.int64 if isinstance(fill_value, SymInt) else dt.default_float
+    if isinstance(fill_value, Tensor) and fill_value.numel() == 1:
+        # its value, broadcast: computed with the program when traced (a float a script
+        # works out from an int), not read once
+        from .functional import contiguous, expand
+
+        check_device(device)
+        value = fill_value.detach().reshape(()).to(_dtype(dtype))
+        return _finish(_place(contiguous(expand(value, _shape_arg((size,)))), device),
+                       requires_grad)
     return _create(OPS.full, requires_grad, device, shape=_shape_arg((size,)),
                    value=fill_value, dtype=_dtype(dtype))
 

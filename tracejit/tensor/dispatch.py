@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.grad_mode import STATE
 from ..autograd.node import Node, node_class
+from ..ir.symbolic import SymInt
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
 from .tensor import Tensor, _make
@@ -25,7 +26,9 @@ _SKIP = [False]  # the next apply is the one `_profiled` is timing
 
 _ndarray = np.ndarray
 _from_np = dt._BY_NP
-_SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}  # Python scalars as operands
+# Python scalars as operands; a size outside a recording (the eager iterations that finish a
+# scripted loop, reading a size taken before it) is the int it stands for
+_SCALAR_CATEGORY = {bool: 0, int: 1, float: 2, SymInt: 1}
 _PACKAGE_DIR = __file__.rsplit("/", 2)[0]
 
 
@@ -67,7 +70,8 @@ def _arrays(op, args, attrs=None) -> list:
     """The numpy operands of an op, cast to its compute dtype where promotion asks."""
     ct = _compute_dtype(op, args, attrs) if op.kind is ELEMENTWISE else None
     if ct is None:
-        return [a._data if isinstance(a, Tensor) else a for a in args]
+        return [a._data if isinstance(a, Tensor) else a.hint if type(a) is SymInt else a
+                for a in args]
     npd = ct.np
     first = 1 if op.dtype_rule == "where" else 0  # where's condition keeps its dtype
     out = []
@@ -76,6 +80,8 @@ def _arrays(op, args, attrs=None) -> list:
             a = a._data
             if i >= first and a.dtype != npd:
                 a = a.astype(npd)
+        elif type(a) is SymInt:
+            a = a.hint
         out.append(a)
     return out
 

@@ -510,12 +510,29 @@ def narrow(input, dim, start, length):
     return getitem_raw(input, index, ())
 
 
+def _split_sizes(n, step) -> list:
+    """The sizes of `split(step)` along a dim of size n: pieces of `step` and a shorter
+    last one. Either may be a size while tracing: the number of pieces is then fixed by
+    guarding the range of n it holds for (`(k-1)*step < n <= k*step`), and the sizes stay
+    expressions, so the trace serves every n with as many pieces."""
+    hn = n.hint if isinstance(n, SymInt) else n
+    hstep = step.hint if isinstance(step, SymInt) else int(step)
+    if hstep <= 0:
+        raise RuntimeError(f"split expects split_size be non-negative and non-zero, "
+                           f"but got split_size={hstep}")
+    k = -(-hn // hstep)  # how many pieces, for the sizes seen
+    if k == 0 and n == 0:  # an empty dim: one empty piece (the comparison is guarded)
+        return [0]
+    if not ((k - 1) * step < n and n <= k * step):  # records the guards; true as seen
+        raise AssertionError("split: the number of pieces does not match the size")
+    return [step] * (k - 1) + [n - (k - 1) * step]
+
+
 def split(input, split_size_or_sections, dim=0):
     d = normalize_dim(dim, input.ndim, "split")
     n = input.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        sizes = [builtins.min(step, n - s) for s in range(0, n, step)] or [0]
+    if isinstance(split_size_or_sections, (int, SymInt)):
+        sizes = _split_sizes(n, split_size_or_sections)
     else:
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n:
