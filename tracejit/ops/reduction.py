@@ -30,27 +30,35 @@ def _low(x, r):
     return r.astype(x.dtype) if x.dtype.itemsize == 2 and x.dtype.kind != "i" else r
 
 
+# The reductions call the ufuncs' own `reduce` (what np.sum, np.mean and np.amax call):
+# floating-point warnings (NaN, 0/0 of an empty mean) then come from this module, where
+# tracejit's filter keeps them quiet as PyTorch is, and never from numpy's own modules.
+
 def _sum(x, dim=None, keepdim=False):
-    return _low(x, np.sum(x, axis=_axis(dim), keepdims=keepdim, dtype=_accumulator(x)))
+    return _low(x, np.add.reduce(x, axis=_axis(dim), keepdims=keepdim, dtype=_accumulator(x)))
 
 
 def _mean(x, dim=None, keepdim=False):
+    if x.dtype.kind not in "fV":
+        return np.mean(x, axis=_axis(dim), keepdims=keepdim)
     acc = np.float32 if x.dtype.itemsize == 2 else None
-    return _low(x, np.mean(x, axis=_axis(dim), keepdims=keepdim, dtype=acc))
+    total = np.add.reduce(x, axis=_axis(dim), keepdims=keepdim, dtype=acc)
+    return _low(x, np.true_divide(total, _count(x, dim), dtype=total.dtype))
 
 
 def _prod(x, dim=None, keepdim=False):
-    return _low(x, np.prod(x, axis=_axis(dim), keepdims=keepdim, dtype=_accumulator(x)))
+    return _low(x, np.multiply.reduce(x, axis=_axis(dim), keepdims=keepdim,
+                                      dtype=_accumulator(x)))
 
 
 def _amax(x, dim=None, keepdim=False):
     _nonempty("amax", x, dim)
-    return np.amax(x, axis=_axis(dim), keepdims=keepdim)
+    return np.maximum.reduce(x, axis=_axis(dim), keepdims=keepdim)
 
 
 def _amin(x, dim=None, keepdim=False):
     _nonempty("amin", x, dim)
-    return np.amin(x, axis=_axis(dim), keepdims=keepdim)
+    return np.minimum.reduce(x, axis=_axis(dim), keepdims=keepdim)
 
 
 def _arg(name: str, np_fn):
