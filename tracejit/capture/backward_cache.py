@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.log import enabled
+
 FORMAT = "tracejit.backward"
 VERSION = 1
 _FINGERPRINT: list = []
@@ -61,7 +63,7 @@ def key(forward, inputs: list, backend: str, known) -> str | None:
     from ..runtime.kernel_cache import cache_dir
     from .saving import SaveError, _Writer
 
-    if backend != "numba" or "passes" in os.environ.get("TRACEJIT_LOG", "").split(","):
+    if backend != "numba" or enabled("passes"):
         return None
     if cache_dir() is None:
         return None

@@ -5,23 +5,13 @@ guards around it); so is each straight-line part of a script graph (a segment).
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 
 from ..autograd.grad_mode import STATE
 from ..backends.interpret import Interpreter
+from ..core.log import log  # noqa: F401 (the capture modules log through here)
 
 BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only they decide)
-
-
-def _log_topics() -> set:
-    return {t.strip() for t in os.environ.get("TRACEJIT_LOG", "").split(",") if t.strip()}
-
-
-def log(topic: str, message: str) -> None:
-    if topic in _log_topics():
-        print(f"[tracejit:{topic}] {message}", file=sys.stderr)
 
 
 def program_for(graph, backend: str, bindings: list):

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from ...core.log import enabled
 from ..graph import Graph
 from ..verifier import verify as verify_graph
 from .dce import dce
@@ -32,7 +33,7 @@ class PassManager:
     def run(self, graph: Graph) -> list[tuple[str, Graph, float]]:
         """[(pass name, graph after it, seconds)], starting with the input graph."""
         stages = [(graph.made_by, graph, 0.0)]
-        log = "passes" in os.environ.get("TRACEJIT_LOG", "").split(",")
+        log = enabled("passes")
         for p in self.passes:
             t0 = time.perf_counter()
             graph = p(graph)

@@ -1,0 +1,27 @@
+"""TRACEJIT_LOG: the channels print to stderr; a name that is not a channel is an error
+listing them."""
+from __future__ import annotations
+
+import pytest
+
+import tracejit as tj
+from tracejit.core import log
+
+
+def test_a_misspelt_channel_is_an_error_that_lists_the_channels(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_LOG", "recompiles,pases")
+    with pytest.raises(ValueError, match="'pases', which is not a channel") as err:
+        tj.trace(lambda x: x * 2, (tj.ones(3),))
+    assert all(name in str(err.value) for name in log.CHANNELS)
+
+
+def test_channels_print_what_they_name(monkeypatch, capsys):
+    monkeypatch.setenv("TRACEJIT_LOG", " passes , recompiles")
+    assert log.channels() == {"passes", "recompiles"}
+    t = tj.trace(lambda x: x * 2 + 1, (tj.ones(3),))
+    t(tj.ones(3, 2))  # another rank: a new trace
+    err = capsys.readouterr().err
+    assert "[tracejit:passes] after dce" in err and "[tracejit:recompiles]" in err
+    monkeypatch.setenv("TRACEJIT_LOG", "")
+    tj.trace(lambda x: x * 3, (tj.ones(3),))
+    assert capsys.readouterr().err == ""
