@@ -25,3 +25,16 @@ def test_channels_print_what_they_name(monkeypatch, capsys):
     monkeypatch.setenv("TRACEJIT_LOG", "")
     tj.trace(lambda x: x * 3, (tj.ones(3),))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.compile
+def test_the_compile_channel_names_each_kernel_and_whether_the_cache_had_it(
+        monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEJIT_LOG", "compile")
+    x = tj.randn(4, 3)
+    t = tj.trace(lambda a: (a * 2.5).tanh() + 1, (x,), backend="numba")
+    t(x)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "[tracejit:compile]" in ln]
+    assert lines and all(" in " in ln and " s (disk cache " in ln for ln in lines)
+    assert any("compiled" in ln and "miss" in ln for ln in lines)

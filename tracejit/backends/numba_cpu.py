@@ -18,6 +18,7 @@ from ..tensor.dispatch import user_stacklevel
 from ..ir.graph import Graph, Value
 from ..ir.symbolic import SymInt, plain_symbol
 from ..ir.passes.fuse import column_sum
+from ..core.log import enabled, log
 from ..ops import OPS
 from ..ops.scalar import MATH1, MATH2, MAX, MEAN, MIN, PROD, SUM, Arg, Ref, render
 from ..runtime import events
@@ -441,7 +442,7 @@ class RegionKernel:
             args = args_out + args_in
             args += zs
             args.append(shape)
-        if _EVENTS[0] and not kernel.signatures:
+        if not kernel.overloads and (_EVENTS[0] or enabled("compile")):
             _first_launch(module, kernel, args)
         else:
             _call(module, kernel, args)
@@ -487,7 +488,7 @@ def launch(module, kernel, *args) -> None:
     """Call a compiled kernel. Numba loads its machine code from its cache files at the
     first call; a truncated or garbage index or data file fails there (UnpicklingError,
     EOFError, ...) and would fail every later process too: remove them and compile again."""
-    if _EVENTS[0] and not kernel.signatures:  # its first call: Numba compiles or loads it
+    if not kernel.overloads and (_EVENTS[0] or enabled("compile")):  # its first call: Numba compiles or loads it
         return _first_launch(module, kernel, args)
     _call(module, kernel, args)
 
@@ -507,9 +508,12 @@ def _first_launch(module, kernel, args) -> None:
     start = events.now()
     _call(module, kernel, args)
     loaded = sum(kernel.stats.cache_hits.values()) > hits
+    end = events.now()
     events.emit(events.Event(f"tracejit::{'cache_load' if loaded else 'compile'} "
-                             f"{kernel.__name__} {module.__name__}", "compile", start,
-                             events.now()))
+                             f"{kernel.__name__} {module.__name__}", "compile", start, end))
+    log("compile", f"{'loaded' if loaded else 'compiled'} {kernel.__name__} of "
+                   f"{module.__name__} in {(end - start) / 1e9:.3f} s "
+                   f"(disk cache {'hit' if loaded else 'miss'})")
 
 
 def row_frame(region: Graph) -> list:
