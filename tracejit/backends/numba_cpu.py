@@ -488,7 +488,8 @@ def launch(module, kernel, *args) -> None:
     """Call a compiled kernel. Numba loads its machine code from its cache files at the
     first call; a truncated or garbage index or data file fails there (UnpicklingError,
     EOFError, ...) and would fail every later process too: remove them and compile again."""
-    if not kernel.overloads and (_EVENTS[0] or enabled("compile")):  # its first call: Numba compiles or loads it
+    # its first call: Numba compiles or loads it
+    if not kernel.overloads and (_EVENTS[0] or enabled("compile")):
         return _first_launch(module, kernel, args)
     _call(module, kernel, args)
 
