@@ -191,7 +191,6 @@ class _Lowering:
     def __init__(self, filename: str):
         self.filename = filename
         self.counter = 0             # loops seen: names their break/continue flags
-        self.flag_return = False     # a return on some paths only: the rest runs under a flag
         self.moved_return = False    # a return became `__tj_ret = ...`
         self._nested_return = False  # inside a branch or loop (a return there is moved)
 
@@ -200,8 +199,6 @@ class _Lowering:
         head = []
         if self.moved_return:  # a path that does not return gives None, as in Python
             head.append(_assign(_PREFIX + "ret", _const(None)))
-        if self.flag_return:
-            head.append(_assign(_PREFIX + "done", _const(False)))
         if self.moved_return and not isinstance(body[-1], ast.Return):
             body.append(ast.Return(value=_name(_PREFIX + "ret")))
         fn.body = head + body
@@ -220,8 +217,6 @@ class _Lowering:
                 else:
                     self.moved_return = True
                     out.append(_assign(_PREFIX + "ret", s.value or _const(None)))
-                    if self.flag_return:
-                        out.append(_assign(_PREFIX + "done", _const(True)))
                 return out
             if isinstance(s, ast.Break):
                 loop.breaks = True
@@ -267,13 +262,17 @@ class _Lowering:
             if exit_then in exits and exit_else in exits:
                 s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
                 return [s]
-            # some path leaves, another does not: the rest runs under the flags it sets
-            if any(isinstance(n, ast.Return) for n in ast.walk(s)):
-                self.flag_return = True
+            if loop is None:
+                # a return on some paths of a branch (outside loops, only returns leave):
+                # the rest of the block runs after each path that goes on, so that every
+                # path ends in a return and gives the result a value of its own
+                s.body = self.block(s.body + rest, loop)
+                s.orelse = self.block(s.orelse + rest, loop)
+                return [s]
+            # in a loop, a break or continue on some paths: the rest runs under the flags
+            # it sets
             s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
             flags = []
-            if any(isinstance(n, ast.Return) for n in ast.walk(s)):
-                flags.append(_PREFIX + "done")
             if loop is not None and _may_exit([s], (ast.Break,)):
                 flags.append(loop.brk)
             if loop is not None and _may_exit([s], (ast.Continue,)):
@@ -333,7 +332,10 @@ def _def(name: str, params: list, body: list, returns: list | None) -> ast.Funct
 
 def _names(names):
     """The variables' names as a tuple of strings (for the helpers' messages)."""
-    return ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load())
+    return ast.Tuple(elts=[_const(_SHOWN.get(n, n)) for n in names], ctx=ast.Load())
+
+
+_SHOWN = {_PREFIX + "ret": "(the return value)"}  # generated names as messages call them
 
 
 def _results(names, call):
@@ -514,6 +516,28 @@ def _is_runtime_call(node) -> bool:
         isinstance(f.value, ast.Name) and f.value.id == RUNTIME
 
 
+def _refuse_self_calls(fn, fdef: ast.FunctionDef, filename: str) -> None:
+    """A function that calls itself would be unrolled without end while it is recorded
+    (a branch on a tensor records both paths, the recursive one included)."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    name = fn.__name__
+
+    def resolves_to_fn() -> bool:
+        if name in cells:
+            try:
+                return cells[name].cell_contents is fn
+            except ValueError:  # an empty cell: bound later, to this function or not
+                return True
+        return fn.__globals__.get(name) is fn
+
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == name and resolves_to_fn():
+            raise ScriptError(f"{_where(filename, node)}: {fn.__qualname__} calls itself; "
+                              "recursion is not supported by tj.script (it would be "
+                              "unrolled without end); write it as a loop, or use tj.trace")
+
+
 # ---- the whole function ----------------------------------------------------------------------
 def source_of(fn) -> tuple[ast.FunctionDef, str]:
     """The function's definition as an ast (with the file's line numbers) and its file."""
@@ -558,9 +582,13 @@ def convert(fn):
     fdef.args.defaults = [_const(None) for _ in fdef.args.defaults]  # set from fn below
     fdef.args.kw_defaults = [None if d is None else _const(None)
                              for d in fdef.args.kw_defaults]
+    _refuse_self_calls(fn, fdef, filename)
     lowering = _Lowering(filename)
     lowering.function(fdef)
     fdef = _Converter(filename).visit(fdef)
+    # the twin is defined under a name of its own: the function's own name in its body
+    # keeps meaning what it means in the original (a global, a closure cell)
+    fdef.name = _PREFIX + "converted"
     # a factory whose parameters are the function's free variables and the runtime: the
     # converted function then reads them through the original closure cells
     free = list(fn.__code__.co_freevars)
@@ -573,6 +601,7 @@ def convert(fn):
     exec(code, fn.__globals__, namespace)  # noqa: S102 — the user's own source
     inner = namespace[_PREFIX + "factory"].__code__.co_consts
     inner = next(c for c in inner if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+    inner = inner.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)  # tracebacks
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(types.CellType(runtime) if name == RUNTIME else cells[name]
                     for name in inner.co_freevars)
@@ -580,5 +609,6 @@ def convert(fn):
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     new.__module__ = fn.__module__
+    fdef.name = fn.__name__
     new.__tj_source__ = ast.unparse(fdef)
     return new
