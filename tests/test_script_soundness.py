@@ -97,3 +97,56 @@ reads_its_own_name.scale = 3.0
 
 def test_a_function_reading_its_own_name_is_scripted():
     agree(reads_its_own_name, Call(rg(tj.randn(3))), Call(rg(tj.randn(5))))
+
+
+# ---- a loop's target after the loop ------------------------------------------------------------
+def index_after_loop(x, n: int):
+    i = -1
+    for i in range(n):
+        x = x + 1.0
+    return x * i
+
+
+def row_index_after_loop(x):
+    t = 0
+    for t in range(x.shape[0]):
+        x = x * 1.5
+    return x * t
+
+
+def item_after_unrolled_loop(x, ws: list):
+    w = x
+    for w in ws:
+        x = x + w
+    return x * w
+
+
+def test_a_loops_index_after_the_loop_is_its_last_value():
+    sf = agree(index_after_loop, *[Call(rg(tj.randn(2)), n) for n in (3, 0, 5, 1)])
+    assert sf.stats["compiles"] == 1
+    sf = agree(row_index_after_loop, *[Call(rg(tj.randn(n))) for n in (3, 5, 2)])
+    assert sf.stats["compiles"] == 1
+    agree(item_after_unrolled_loop, Call(rg(tj.randn(3)), [rg(tj.randn(3)), rg(tj.randn(3))]))
+
+
+# ---- a variable assigned only inside a loop ------------------------------------------------------
+def assigned_in_loop_only(x, n: int):
+    for i in range(n):
+        last = x * i
+    return last
+
+
+def test_returning_a_variable_assigned_only_inside_a_loop_raises_at_the_return():
+    sf = tj.script(assigned_in_loop_only)
+    where = f"{__file__}:{line_of(assigned_in_loop_only, 'return last')}"
+    for n in (3, 0, 2):
+        try:
+            assigned_in_loop_only(tj.ones(2), n)
+            eager_raises = False
+        except NameError:  # UnboundLocalError when the loop ran no iteration
+            eager_raises = True
+        with pytest.raises(NameError) as err:
+            sf(tj.ones(2), n)
+        assert "'last'" in str(err.value) and where in str(err.value)
+        if not eager_raises:  # refused: script mode carries only variables defined before
+            assert "defined before a loop" in str(err.value)

@@ -399,6 +399,13 @@ class _Converter(ast.NodeTransformer):
     def visit_Lambda(self, node):
         return node
 
+    def visit_Return(self, node):
+        # a variable script mode leaves undefined raises where it is returned, as a use
+        self.generic_visit(node)
+        if node.value is not None:
+            node.value = ast.copy_location(_call("result", node.value), node.value)
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
@@ -459,8 +466,10 @@ class _Converter(ast.NodeTransformer):
     def visit_For(self, node):
         self.generic_visit(node)
         brk = getattr(node, "_tj_break", None)
+        # the loop's target is a variable of the function too: after the loop it holds the
+        # last item (or, when the loop ran no iteration, what it held before)
         targets = assigned([ast.Assign(targets=[node.target], value=_const(None))])
-        names = [n for n in assigned(node.body) if n not in targets]
+        names = targets + [n for n in assigned(node.body) if n not in targets]
         if brk and brk not in names:
             names.append(brk)
         body_f = self._fresh("body")

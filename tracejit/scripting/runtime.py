@@ -16,7 +16,7 @@ from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_ran
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
-           "assert_", "raise_", "call", "sub", "slice_"]
+           "assert_", "raise_", "call", "sub", "slice_", "result"]
 
 
 def _capturing() -> bool:
@@ -29,6 +29,27 @@ def ld(thunk, name: str):
         return thunk()
     except NameError:
         return Undefined(name, "it is not assigned before this point")
+
+
+def result(value):
+    """`return value`: a variable left undefined (assigned only inside a loop, or on one
+    path of a branch) raises here, as any other use of it does."""
+    for leaf in _containers(value):
+        if isinstance(leaf, Undefined):
+            raise NameError(f"{user_frame()}: the function returns variable '{leaf.name}', "
+                            f"which is not defined here: {leaf.why}")
+    return value
+
+
+def _containers(value):
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _containers(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _containers(v)
+    else:
+        yield value
 
 
 def range_(body_fn, cond_fn, values, names, range_obj, *args):
