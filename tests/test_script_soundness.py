@@ -150,3 +150,64 @@ def test_returning_a_variable_assigned_only_inside_a_loop_raises_at_the_return()
         assert "'last'" in str(err.value) and where in str(err.value)
         if not eager_raises:  # refused: script mode carries only variables defined before
             assert "defined before a loop" in str(err.value)
+
+
+# ---- changing an element of a list a loop built ------------------------------------------------
+def assigns_an_element(x):
+    outs = []
+    for i in range(x.shape[0]):
+        outs.append(x[i] * 2)
+    outs[0] = outs[0] * 10
+    return tj.stack(outs)
+
+
+def adds_to_an_element(x):
+    outs = []
+    for i in range(x.shape[0]):
+        outs.append(x[i] * 2)
+    outs[0] += 5
+    return tj.stack(outs)
+
+
+def updates_a_read_element_in_place(x):
+    outs = []
+    for i in range(x.shape[0]):
+        outs.append(x[i] * 2)
+    outs[0].mul_(10)
+    return tj.stack(outs)
+
+
+def updates_an_appended_tensor_in_place(x):
+    outs = []
+    h = x[0] * 0
+    for i in range(x.shape[0]):
+        h = h + x[i]
+        outs.append(h)
+    h.add_(1)
+    return tj.stack(outs)
+
+
+@pytest.mark.parametrize("fn,marker,what", [
+    (assigns_an_element, "outs[0] = outs[0]", "item assignment"),
+    (adds_to_an_element, "outs[0] += 5", "item assignment"),
+    (updates_a_read_element_in_place, "outs[0].mul_", "in-place mul"),
+    (updates_an_appended_tensor_in_place, "h.add_(1)", "in-place add")],
+    ids=["assign", "augmented", "in-place-read", "in-place-appended"])
+def test_changing_an_element_of_a_list_a_loop_built_is_refused(fn, marker, what):
+    sf = tj.script(fn)
+    for n in (3, 4):  # the first (recording) call and a later one
+        with pytest.raises(tj.jit.ScriptError) as err:
+            sf(rg(tj.randn(n)))
+        assert what in str(err.value)
+        assert f"{__file__}:{line_of(fn, marker)}" in str(err.value)
+
+
+def assigns_an_element_of_an_unrolled_list(x, ys: list):
+    outs = [y * 2 for y in ys]
+    outs[0] = outs[0] * 10
+    return tj.stack(outs) * x
+
+
+def test_item_assignment_to_a_python_list_is_kept():
+    agree(assigns_an_element_of_an_unrolled_list,
+          *[Call(rg(tj.randn(3)), [rg(tj.randn(3)) for _ in range(k)]) for k in (2, 3)])

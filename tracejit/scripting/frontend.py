@@ -399,6 +399,25 @@ class _Converter(ast.NodeTransformer):
     def visit_Lambda(self, node):
         return node
 
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        return self._check_stores(node, node.targets)
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        return self._check_stores(node, [node.target])
+
+    def _check_stores(self, node, targets):
+        """`xs[i] = v`: the helper first checks that xs is not a list value (whose
+        elements the graph fixes when they are appended)."""
+        checks = []
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store) and \
+                        _plain(t.value):
+                    checks.append(_at(ast.Expr(value=_call("store", t.value)), node))
+        return checks + [node] if checks else node
+
     def visit_Return(self, node):
         # a variable script mode leaves undefined raises where it is returned, as a use
         self.generic_visit(node)
@@ -495,6 +514,13 @@ class _Converter(ast.NodeTransformer):
             call = ast.Call(func=_rt("for_each"), args=[node.iter] + tail, keywords=[])
         out.append(_results(names, call))
         return [_at(s, node) for s in out]
+
+
+def _plain(expr) -> bool:
+    """A name or a chain of attributes of a name: read twice, it gives the same object."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
 
 
 def _index(expr):

@@ -16,7 +16,7 @@ from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_ran
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
-           "assert_", "raise_", "call", "sub", "slice_", "result"]
+           "assert_", "raise_", "call", "sub", "store", "slice_", "result"]
 
 
 def _capturing() -> bool:
@@ -172,6 +172,14 @@ def converted(fn):
 
 
 _MISSING = object()
+
+
+def store(target):
+    """Before `target[index] = value` (or `target[index] op= value`): refuses an item
+    assignment the graph would not see (an element of a list value)."""
+    rec = STATE.capture
+    if rec is not None and rec.lists:
+        lists.refuse_store(rec, target, user_frame())
 
 
 def sub(value, index):
