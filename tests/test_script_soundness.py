@@ -211,3 +211,35 @@ def assigns_an_element_of_an_unrolled_list(x, ys: list):
 def test_item_assignment_to_a_python_list_is_kept():
     agree(assigns_an_element_of_an_unrolled_list,
           *[Call(rg(tj.randn(3)), [rg(tj.randn(3)) for _ in range(k)]) for k in (2, 3)])
+
+
+# ---- a loop whose body branches and writes into a carried tensor --------------------------------
+def branch_writes_row(x):
+    out = x * 0
+    for i in range(x.shape[0]):
+        if x[i] > 100.0:
+            out[i] = x[i] * 0
+        else:
+            out[i] = x[i] * 2
+    return out
+
+
+def python_int_branch_writes_row(x):
+    out = x * 0
+    for i in range(x.shape[0]):
+        if i < x.shape[0] - 1:
+            out[i] = x[i] * 3
+        else:
+            out[i] = x[i] * 2
+    return out
+
+
+@pytest.mark.parametrize("fn", [branch_writes_row, python_int_branch_writes_row])
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_writes_in_a_branch_inside_a_loop_keep_every_iterations_gradient(fn, backend,
+                                                                          monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BACKEND", backend)
+    sf = agree(fn, *[Call(rg(tj.tensor(v))) for v in
+                     ([1.0, 2.0, 3.0, 4.0], [300.0, 2.0, -5.0, 400.0, 1.0, 7.0], [3.0],
+                      [5.0, 600.0, 2.0, 1.0])])
+    assert sf.stats["compiles"] == 1
