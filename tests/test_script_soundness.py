@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import traceback
 
+import numpy as np
 import pytest
 
 import tracejit as tj
@@ -243,3 +244,33 @@ def test_writes_in_a_branch_inside_a_loop_keep_every_iterations_gradient(fn, bac
                      ([1.0, 2.0, 3.0, 4.0], [300.0, 2.0, -5.0, 400.0, 1.0, 7.0], [3.0],
                       [5.0, 600.0, 2.0, 1.0])])
     assert sf.stats["compiles"] == 1
+
+
+# ---- a module that updates running statistics, then branches ------------------------------------
+class NormThenBranch(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = tj.nn.BatchNorm1d(3)
+        self.head = tj.nn.Linear(3, 2)
+
+    def forward(self, x):
+        x = self.norm(x)
+        if x.mean() > 0:
+            x = x * 2
+        return self.head(x)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_running_statistics_updated_before_a_branch_keep_backward_and_buffers_eager(
+        backend, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BACKEND", backend)
+    eager, mine = NormThenBranch().train(), NormThenBranch().train()
+    mine.load_state_dict(eager.state_dict())
+    sm = tj.script(mine)
+    for n, shift in [(5, 0.0), (4, 1.0), (7, -1.0), (5, 0.5)]:
+        call = Call(rg(tj.randn(n, 3) + shift))
+        diff = compare(outcome(eager, *call.fresh(), params=list(eager.parameters())),
+                       outcome(sm, *call.fresh(), params=list(mine.parameters())))
+        assert diff is None, diff
+        for a, b in zip(eager.buffers(), mine.buffers()):
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
