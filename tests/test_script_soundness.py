@@ -274,3 +274,45 @@ def test_running_statistics_updated_before_a_branch_keep_backward_and_buffers_ea
         assert diff is None, diff
         for a, b in zip(eager.buffers(), mine.buffers()):
             np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- where an assert or raise of a scripted function is reported --------------------------------
+def asserts_positive(x):
+    assert x.sum() > 0, "needs a positive sum"
+    return x * 2
+
+
+def raises_on_negative(x, n: int):
+    if x.min() < 0:
+        raise ValueError("negative input")
+    if n > 3:
+        raise IndexError("n too large")
+    return x.sqrt()
+
+
+@pytest.mark.parametrize("fn,calls,marker,kind", [
+    (asserts_positive, [(-1.0,), (1.0,), (-2.0,)], "assert x.sum()", AssertionError),
+    (raises_on_negative, [(-1.0, 1), (1.0, 1), (-2.0, 2)], 'raise ValueError', ValueError),
+    (raises_on_negative, [(1.0, 5), (1.0, 1), (2.0, 4)], 'raise IndexError', IndexError)],
+    ids=["assert", "raise-on-tensor", "raise-on-int"])
+def test_an_assert_or_raise_names_the_users_line_in_message_and_last_frame(fn, calls, marker,
+                                                                           kind):
+    sf = tj.script(fn)
+    where = (__file__, line_of(fn, marker))
+    for value, *rest in calls:  # the first call records; the others run the graph
+        x = tj.full((3,), value)
+        try:
+            fn(x, *rest)
+        except Exception as err:  # noqa: BLE001 — what eager raises
+            expected = type(err)
+        else:
+            expected = None
+        if expected is None:
+            sf(x, *rest)
+            continue
+        assert expected is kind
+        with pytest.raises(kind) as err:
+            sf(x, *rest)
+        assert f"{where[0]}:{where[1]}" in str(err.value)
+        last = traceback.extract_tb(err.value.__traceback__)[-1]
+        assert (last.filename, last.lineno) == where

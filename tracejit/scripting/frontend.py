@@ -388,6 +388,17 @@ class _Converter(ast.NodeTransformer):
         self.counter += 1
         return f"{_PREFIX}f{self.counter}_{what}"
 
+    def visit(self, node):
+        # what a statement or expression becomes is on its own line (not the enclosing
+        # `if`'s, which `_at` gives what is left): a frame running the generated helper
+        # call then reports the user's line (asserts, raises, errors of calls)
+        new = super().visit(node)
+        if isinstance(new, ast.AST) and hasattr(node, "lineno"):
+            for n in ast.walk(new):
+                if "lineno" in n._attributes and not hasattr(n, "lineno"):
+                    ast.copy_location(n, node)
+        return new
+
     def visit_FunctionDef(self, node):
         if self.depth:  # a nested def stays Python (it is converted when it is called)
             return node

@@ -4,12 +4,14 @@ functions, methods and modules they reach, so their control flow is kept too).""
 from __future__ import annotations
 
 import builtins
+import copy
+import sys
 import weakref
 
 from ..autograd.grad_mode import STATE
 from ..ir.graph import RAISE
 from ..ir.symbolic import SymInt, hint_of, is_dynamic
-from ..tensor.dispatch import user_frame
+from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
 from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_range, if_,
@@ -117,10 +119,11 @@ def raise_(exc):
     if isinstance(exc, type):
         exc = exc()
     rec = STATE.capture
+    where, function = _user_site()
     if rec is not None and rec.dry:
-        rec._add(RAISE, [], {"exc": exc}, [], user_frame())
+        rec._add(RAISE, [], {"exc": exc, "function": function}, [], where)
         return
-    raise exc
+    raise_at(exc, where, function)
 
 
 def assert_(test, msg_thunk):
@@ -131,7 +134,50 @@ def assert_(test, msg_thunk):
         if_(not_(test), fail, lambda: ())
         return
     if not test:
-        raise AssertionError(msg_thunk()) if msg_thunk else AssertionError()
+        raise_(AssertionError(msg_thunk()) if msg_thunk else AssertionError())
+
+
+def _user_site() -> tuple[str, str]:
+    """(file:line, function name) of the innermost caller outside the tracejit package."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    if f is None:
+        return "<unknown>", "<unknown>"
+    where, owner = f"{f.f_code.co_filename}:{f.f_lineno}", f
+    # the function is the user's (a branch's or loop body's generated function is not)
+    while owner is not None and (owner.f_code.co_name.startswith("__tj_") or
+                                 owner.f_code.co_filename.startswith(_PACKAGE_DIR)):
+        owner = owner.f_back
+    return where, owner.f_code.co_name if owner is not None else f.f_code.co_name
+
+
+def raise_at(exc: BaseException, where: str, function: str = "<script>"):
+    """Raise a copy of `exc` whose message starts with the user's file:line, from a frame
+    on that line of that file: a scripted function's `raise`/`assert` then reads as
+    eager's, the user's line the last frame of the traceback (not the runtime's)."""
+    exc = _located(exc, where)
+    file, _, line = where.rpartition(":")
+    if not line.isdigit() or int(line) < 1:
+        raise exc
+    code = compile("\n" * (int(line) - 1) + "raise __tj_exc", file, "exec")
+    code = code.replace(co_name=function, co_qualname=function)
+    exec(code, {"__tj_exc": exc})  # noqa: S102 — one raise statement of ours
+
+
+def _located(exc: BaseException, where: str) -> BaseException:
+    try:
+        new = type(exc)(*exc.args)
+    except Exception:  # noqa: BLE001 — an exception class with its own constructor
+        new = copy.copy(exc)
+    args = exc.args
+    if not args:
+        new.args = (where,)
+    elif isinstance(args[0], str) and len(args) == 1:
+        new.args = (f"{where}: {args[0]}",)
+    else:
+        new.add_note(f"raised at {where}")
+    return new
 
 
 # ---- calls ---------------------------------------------------------------------------------------
