@@ -316,3 +316,84 @@ def test_an_assert_or_raise_names_the_users_line_in_message_and_last_frame(fn, c
         assert f"{where[0]}:{where[1]}" in str(err.value)
         last = traceback.extract_tb(err.value.__traceback__)[-1]
         assert (last.filename, last.lineno) == where
+
+
+# ---- Python side effects -------------------------------------------------------------------------
+SEEN: list = []
+
+
+def prints(x):
+    print("scaling", x.shape)
+    return x * 2
+
+
+def appends_to_a_global(x):
+    SEEN.append(x.shape[0])
+    return x * 2
+
+
+def appends_to_an_argument(x, log: list):
+    log.append(x.sum())
+    return x * 2
+
+
+def writes_to_a_stream(x):
+    import sys
+
+    sys.stderr.write("step\n")
+    return x * 2
+
+
+def logs(x):
+    import logging
+
+    logging.getLogger("tracejit.test").warning("step")
+    return x * 2
+
+
+@pytest.mark.parametrize("fn,marker,extra", [
+    (prints, "print(", ()), (appends_to_a_global, "SEEN.append", ()),
+    (appends_to_an_argument, "log.append", ([],)),
+    (writes_to_a_stream, "sys.stderr.write", ()), (logs, "warning(", ())],
+    ids=["print", "global-list", "argument-list", "stream", "logging"])
+def test_a_python_side_effect_is_refused_naming_its_line(fn, marker, extra):
+    sf = tj.script(fn)
+    for n in (3, 4):
+        with pytest.raises(tj.jit.ScriptError) as err:
+            sf(rg(tj.randn(n)), *extra)
+        assert f"{__file__}:{line_of(fn, marker)}" in str(err.value)
+        assert "only while compiling" in str(err.value)
+    assert SEEN == [] and all(e == [] for e in extra)  # refused before it ran
+
+
+class CountsCalls(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls = self.calls + 1
+        return x * 2
+
+
+def test_setting_an_attribute_of_self_is_refused_when_scripted():
+    with pytest.raises(tj.jit.ScriptError) as err:
+        tj.script(CountsCalls())
+    assert "attribute 'calls'" in str(err.value)
+    assert f"{__file__}:{line_of(CountsCalls.forward, 'self.calls =')}" in str(err.value)
+
+
+def _collect(x, into):
+    into.append(x * 2)
+    into.append(x + 1)
+
+
+def fills_its_own_list_through_a_helper(x):
+    parts = []
+    _collect(x, parts)
+    parts.append(x)
+    return tj.stack(parts)
+
+
+def test_a_helper_appending_to_a_list_its_caller_made_is_kept():
+    agree(fills_its_own_list_through_a_helper, Call(rg(tj.randn(3))), Call(rg(tj.randn(5))))

@@ -379,10 +379,11 @@ def _test(expr):
 
 
 class _Converter(ast.NodeTransformer):
-    def __init__(self, filename: str):
+    def __init__(self, filename: str, local: frozenset = frozenset()):
         self.filename = filename
         self.counter = 0
         self.depth = 0
+        self.local = local  # names the function assigns (its parameters are not)
 
     def _fresh(self, what: str) -> str:
         self.counter += 1
@@ -411,10 +412,12 @@ class _Converter(ast.NodeTransformer):
         return node
 
     def visit_Assign(self, node):
+        self._refuse_outer_attribute_stores(node, node.targets)
         self.generic_visit(node)
         return self._check_stores(node, node.targets)
 
     def visit_AugAssign(self, node):
+        self._refuse_outer_attribute_stores(node, [node.target])
         self.generic_visit(node)
         return self._check_stores(node, [node.target])
 
@@ -441,8 +444,28 @@ class _Converter(ast.NodeTransformer):
         if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
                 node.func.value.id == RUNTIME:
             return node
-        return ast.copy_location(ast.Call(func=_rt("call"), args=[node.func] + node.args,
+        # a method of an object from outside the function (a global, a parameter, self):
+        # the helper refuses it when it changes a container (it would run only while the
+        # function is compiled)
+        helper = "call_outer" if isinstance(node.func, ast.Attribute) and \
+            node.func.attr in _MUTATORS and not self._is_local(node.func.value) else "call"
+        return ast.copy_location(ast.Call(func=_rt(helper), args=[node.func] + node.args,
                                           keywords=node.keywords), node)
+
+    def _is_local(self, expr) -> bool:
+        root = _root_name(expr)
+        return root is not None and root in self.local
+
+    def _refuse_outer_attribute_stores(self, node, targets) -> None:
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store) and \
+                        not self._is_local(t.value):
+                    raise ScriptError(
+                        f"{_where(self.filename, node)}: setting attribute '{t.attr}' of an "
+                        "object from outside the function (a parameter, self, a global) is "
+                        "not supported by tj.script: it would happen only while the function "
+                        "is compiled, not at later calls; return the value instead")
 
     def visit_Subscript(self, node):
         self.generic_visit(node)
@@ -527,6 +550,40 @@ class _Converter(ast.NodeTransformer):
         return [_at(s, node) for s in out]
 
 
+# methods that change a Python container in place (list, dict, set, deque, bytearray)
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "popitem", "add", "discard", "sort", "reverse",
+                       "appendleft", "extendleft", "popleft", "difference_update",
+                       "intersection_update", "symmetric_difference_update"})
+
+
+def _root_name(expr) -> str | None:
+    """`a` for `a`, `a.b.c`, `a[i].b`; None for anything else (a call's result)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _local_names(fdef: ast.FunctionDef, entry: bool) -> frozenset:
+    """The names whose objects the scripted computation made itself (their changes are its
+    own): what the function assigns, and, in a function the scripted code calls, its
+    parameters other than `self` (the caller made them: a helper appending to its
+    caller's list); the parameters of the scripted function itself come from outside."""
+    names = set()
+    if not entry:
+        a = fdef.args
+        names.update(p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg != "self")
+        names.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fdef:
+            names.add(getattr(node, "name", ""))
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return frozenset(names)
+
+
 def _plain(expr) -> bool:
     """A name or a chain of attributes of a name: read twice, it gives the same object."""
     while isinstance(expr, ast.Attribute):
@@ -558,7 +615,7 @@ def _at(stmt, node):
 
 def _is_runtime_call(node) -> bool:
     f = node.func
-    return isinstance(f, ast.Attribute) and f.attr == "call" and \
+    return isinstance(f, ast.Attribute) and f.attr in ("call", "call_outer") and \
         isinstance(f.value, ast.Name) and f.value.id == RUNTIME
 
 
@@ -610,9 +667,10 @@ def check(fn) -> None:
     _Checker(filename).visit(fdef)
 
 
-def convert(fn):
+def convert(fn, entry: bool = False):
     """The converted twin of the Python function `fn` (same globals, closure cells,
-    defaults); its source is `fn.__tj_source__`."""
+    defaults); its source is `fn.__tj_source__`. `entry`: fn is the scripted function
+    (or forward) itself, whose arguments come from outside the scripted code."""
     from . import runtime
 
     fdef, filename = source_of(fn)
@@ -631,7 +689,7 @@ def convert(fn):
     _refuse_self_calls(fn, fdef, filename)
     lowering = _Lowering(filename)
     lowering.function(fdef)
-    fdef = _Converter(filename).visit(fdef)
+    fdef = _Converter(filename, _local_names(fdef, entry)).visit(fdef)
     # the twin is defined under a name of its own: the function's own name in its body
     # keeps meaning what it means in the original (a global, a closure cell)
     fdef.name = _PREFIX + "converted"

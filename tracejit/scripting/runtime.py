@@ -4,8 +4,13 @@ functions, methods and modules they reach, so their control flow is kept too).""
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
+import io
+import logging
+import os
 import sys
+import warnings
 import weakref
 
 from ..autograd.grad_mode import STATE
@@ -18,7 +23,7 @@ from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_ran
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
-           "assert_", "raise_", "call", "sub", "store", "slice_", "result"]
+           "assert_", "raise_", "call", "call_outer", "sub", "store", "slice_", "result"]
 
 
 def _capturing() -> bool:
@@ -243,6 +248,11 @@ def call(f, *args, **kwargs):
     rec = STATE.capture
     if rec is None or not rec.script:
         return f(*args, **kwargs)
+    if any(f is e for e in _EFFECTS) or _writes_outside(f):
+        raise ScriptError(f"{user_frame()}: {_name_of(f)} has an effect outside the function "
+                          "(output, input, a file, a log); tj.script would run it only while "
+                          "compiling, not at later calls: call it outside the scripted "
+                          "function")
     if rec.lists:
         hit = _list_call(rec, f, args, kwargs)
         if hit is not _MISSING:
@@ -256,6 +266,40 @@ def call(f, *args, **kwargs):
         return _extremum(rec, f.__name__, args)
     target = _target(f)
     return (target or f)(*args, **kwargs)
+
+
+def call_outer(f, *args, **kwargs):
+    """A method call `obj.m(...)` on an object from outside the function (a parameter,
+    self, a global): refused when it changes a Python container, which the graph would
+    not see (the change would happen at the first call only)."""
+    rec = STATE.capture
+    owner = getattr(f, "__self__", None)
+    if rec is not None and rec.script and isinstance(owner, _CONTAINERS):
+        raise ScriptError(f"{user_frame()}: {type(owner).__name__}.{f.__name__} changes a "
+                          f"{type(owner).__name__} from outside the function (a parameter, "
+                          "self, a global); tj.script would change it only while compiling, "
+                          "not at later calls: build a new one inside the function and "
+                          "return it")
+    return call(f, *args, **kwargs)
+
+
+_CONTAINERS = (list, dict, set, bytearray, collections.deque)
+_EFFECTS = frozenset({builtins.print, builtins.input, builtins.open, builtins.breakpoint,
+                      warnings.warn, warnings.warn_explicit, os.system})
+
+
+def _writes_outside(f) -> bool:
+    """A method of a stream, a file or a logger (`sys.stdout.write`, `log.info`)."""
+    owner = getattr(f, "__self__", None)
+    return isinstance(owner, (io.IOBase, logging.Logger)) or (
+        getattr(f, "__module__", None) == "logging" and callable(f))
+
+
+def _name_of(f) -> str:
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+    return f"{type(owner).__name__}.{f.__name__}" if owner is not None and \
+        not isinstance(owner, type(builtins)) else name
 
 
 def _is_size(x) -> bool:
