@@ -153,6 +153,21 @@ def test_returning_a_variable_assigned_only_inside_a_loop_raises_at_the_return()
             assert "defined before a loop" in str(err.value)
 
 
+def assigned_on_one_path_only(x):
+    if x.sum() > 0:
+        y = x * 2
+    return y
+
+
+def test_returning_a_variable_assigned_on_one_path_of_a_tensor_branch_raises_at_the_return():
+    sf = tj.script(assigned_on_one_path_only)
+    where = f"{__file__}:{line_of(assigned_on_one_path_only, 'return y')}"
+    for v in (1.0, -1.0):
+        with pytest.raises(NameError) as err:
+            sf(tj.full((3,), v))
+        assert "'y'" in str(err.value) and where in str(err.value)
+
+
 # ---- changing an element of a list a loop built ------------------------------------------------
 def assigns_an_element(x):
     outs = []
