@@ -75,7 +75,7 @@ def test_a_path_that_returns_nothing_beside_one_returning_a_tensor_is_refused_by
     assert "__tj" not in str(err.value) and "return value" in str(err.value)
 
 
-# ---- recursion -------------------------------------------------------------------------------------
+# ---- recursion ---------------------------------------------------------------------------------
 def recursive(x, n: int):
     if n <= 0:
         return x
@@ -103,14 +103,14 @@ def test_a_function_reading_its_own_name_is_scripted():
 # ---- a loop's target after the loop ------------------------------------------------------------
 def index_after_loop(x, n: int):
     i = -1
-    for i in range(n):
+    for i in range(n):  # noqa: B007 — the index is read after the loop
         x = x + 1.0
     return x * i
 
 
 def row_index_after_loop(x):
     t = 0
-    for t in range(x.shape[0]):
+    for t in range(x.shape[0]):  # noqa: B007 — the index is read after the loop
         x = x * 1.5
     return x * t
 
