@@ -352,6 +352,14 @@ def appends_to_an_argument(x, log: list):
     return x * 2
 
 
+CACHE: dict = {}
+
+
+def fills_a_global_dict(x):
+    CACHE["last"] = x.sum()
+    return x * 2
+
+
 def writes_to_a_stream(x):
     import sys
 
@@ -369,8 +377,9 @@ def logs(x):
 @pytest.mark.parametrize("fn,marker,extra", [
     (prints, "print(", ()), (appends_to_a_global, "SEEN.append", ()),
     (appends_to_an_argument, "log.append", ([],)),
+    (fills_a_global_dict, 'CACHE["last"]', ()),
     (writes_to_a_stream, "sys.stderr.write", ()), (logs, "warning(", ())],
-    ids=["print", "global-list", "argument-list", "stream", "logging"])
+    ids=["print", "global-list", "argument-list", "global-dict", "stream", "logging"])
 def test_a_python_side_effect_is_refused_naming_its_line(fn, marker, extra):
     sf = tj.script(fn)
     for n in (3, 4):
@@ -378,7 +387,7 @@ def test_a_python_side_effect_is_refused_naming_its_line(fn, marker, extra):
             sf(rg(tj.randn(n)), *extra)
         assert f"{__file__}:{line_of(fn, marker)}" in str(err.value)
         assert "only while compiling" in str(err.value)
-    assert SEEN == [] and all(e == [] for e in extra)  # refused before it ran
+    assert SEEN == [] and CACHE == {} and all(e == [] for e in extra)  # refused before it ran
 
 
 class CountsCalls(tj.nn.Module):

@@ -429,7 +429,8 @@ class _Converter(ast.NodeTransformer):
             for t in ast.walk(target):
                 if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store) and \
                         _plain(t.value):
-                    checks.append(_at(ast.Expr(value=_call("store", t.value)), node))
+                    helper = "store" if self._is_local(t.value) else "store_outer"
+                    checks.append(_at(ast.Expr(value=_call(helper, t.value)), node))
         return checks + [node] if checks else node
 
     def visit_Return(self, node):

@@ -23,7 +23,8 @@ from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_ran
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
-           "assert_", "raise_", "call", "call_outer", "sub", "store", "slice_", "result"]
+           "assert_", "raise_", "call", "call_outer", "sub", "store", "store_outer", "slice_",
+           "result"]
 
 
 def _capturing() -> bool:
@@ -231,6 +232,19 @@ def store(target):
     rec = STATE.capture
     if rec is not None and rec.lists:
         lists.refuse_store(rec, target, user_frame())
+
+
+def store_outer(target):
+    """Before `target[index] = value` on an object from outside the function (a global,
+    an argument of the scripted function, self's attribute): a Python container changed
+    so would change only while compiling, not at later calls."""
+    rec = STATE.capture
+    if rec is not None and rec.script and isinstance(target, _CONTAINERS):
+        raise ScriptError(f"{user_frame()}: item assignment to a {type(target).__name__} from "
+                          "outside the function (a parameter, self, a global); tj.script "
+                          "would change it only while compiling, not at later calls: build "
+                          "a new one inside the function and return it")
+    store(target)
 
 
 def sub(value, index):
