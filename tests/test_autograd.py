@@ -553,3 +553,26 @@ def test_grad_to_an_intermediate_leaves_the_graph_beyond_it_intact():
     assert np.allclose(gh.numpy(), 2.0)
     (h * 3).sum().backward()  # exp's node did not run, so it still has what it saved
     assert np.allclose(x.grad.numpy(), 3 * np.exp(x.detach().numpy()), rtol=1e-6)
+
+
+def _stale_sibling_view(lib):
+    x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    out = x * 0
+    whole, head = out[...], out[:2]      # views made before the writes
+    inner = whole[...]
+    inner[0] = x[0] * 2                  # through a view of a view
+    whole[1] = x[1] * 3                  # through a sibling made before that write
+    out[2] = x[2] * 4                    # into the base
+    (head * 5).sum().backward(retain_graph=True)
+    first = x.grad.detach().clone() if lib is tj else x.grad.clone()
+    x.grad = None
+    (whole * out).sum().backward()
+    return first, x.grad
+
+
+@requires_torch
+def test_a_view_made_before_a_write_through_another_view_differentiates_the_new_value():
+    import torch
+
+    for mine, theirs in zip(_stale_sibling_view(tj), _stale_sibling_view(torch)):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy())

@@ -329,8 +329,9 @@ def _run_size(node, prepared, args, env, record):
 
 
 def _run_raise(node, prepared, args, env, record):
-    exc = node.attrs["exc"]
-    raise type(exc)(*exc.args)
+    from ..scripting.runtime import raise_at
+
+    raise_at(node.attrs["exc"], node.source, node.attrs.get("function", "<script>"))
 
 
 _COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,

@@ -197,6 +197,19 @@ class BackwardTrace:
         results = self.fwd_runner(inputs)
         return results[:self.n_outputs], results[self.n_outputs:]
 
+    @property
+    def read_inputs(self) -> frozenset:
+        """Positions of the inputs whose values the backward part reads (an input only the
+        forward reads, as a running statistic, may change before backward)."""
+        reads = getattr(self, "_read_inputs", None)
+        if reads is None:
+            g = self.graph
+            used = {id(x) for n in g.nodes for x in n.inputs if isinstance(x, Value)}
+            used |= {id(v) for v in g.outputs}
+            reads = self._read_inputs = frozenset(
+                k for k, v in enumerate(g.inputs[:self.n_in]) if id(v) in used)
+        return reads
+
     def run_backward(self, inputs: list, saved: list, grad_outputs: list) -> list | None:
         """Input gradients (in `diff` order), or None if a size guard does not hold."""
         grads = [grad_outputs[k] for k in self.float_outs]
@@ -428,11 +441,26 @@ class TracedCallBackward(Node):
         self.inputs = self.saved = None
 
 
+_UNREAD = ([0], 0)  # a version entry that never changes: an input backward does not read
+
+
+def _shares_memory(t: Tensor, saved: list) -> bool:
+    root = t._data if t._data.base is None else t._data.base
+    return any(isinstance(s, Tensor) and (s is t or s._data is root or s._data.base is root)
+               for s in saved)
+
+
 def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
     """Run the forward part of `bt` and give its float outputs one autograd node."""
     outs, saved = bt.run_forward(inputs)
     node = TracedCallBackward(tuple(_edge(inputs[i]) for i in bt.diff))
-    versions = [(counter(t), t._vc[0]) for t in inputs]
+    # the versions backward checks: of the inputs it reads (itself or through a saved
+    # value sharing the input's memory); an input the forward part alone reads may be
+    # updated in place meanwhile (a script graph commits a module's running statistics
+    # after the segments that read them have run)
+    reads = bt.read_inputs
+    versions = [(counter(t), t._vc[0]) if k in reads or _shares_memory(t, saved)
+                else _UNREAD for k, t in enumerate(inputs)]
     for k, t in enumerate(saved):
         if any(t is o for o in outs):  # an output the backward reads: a separate handle
             c = counter(t)             # sharing its version counter, so that an in-place

@@ -479,6 +479,10 @@ class Recorder:
         if attrs and any(isinstance(v, Tensor) for v in attrs.values()):
             attrs = self._read_tensor_attrs(op, attrs)
         base, chain = self.view_chains.get(id(target), (None, ()))
+        if self.lists:
+            from ..scripting.lists import refuse_update_of_element
+
+            refuse_update_of_element(self, target, op.name)
         if len(self.scopes) > 1 and self.scope_of.get(self.values.get(id(
                 base if base is not None else target))) is not self.scopes[-1]:
             self.abort(f"in-place {op.name} inside a branch or loop body of a tensor from "

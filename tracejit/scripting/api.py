@@ -126,7 +126,7 @@ class ScriptFunction(_Scripted, TracedFunction):
 
     def __init__(self, fn, *, backend: str = "auto", budget: int = DEFAULT_BUDGET):
         self.original = fn
-        self.converted = convert(fn)   # the subset is checked now: ScriptError here
+        self.converted = convert(fn, entry=True)  # the subset is checked now: ScriptError
         self._checks, self._int_params = _signature_checks(fn, skip_self=False)
         super().__init__(fn, LAZY, backend=backend, budget=budget,
                          name=getattr(fn, "__name__", "script"))
@@ -147,7 +147,7 @@ class ScriptModule(_Scripted, TracedModule):
 
     def __init__(self, module, *, backend: str = "auto", budget: int = DEFAULT_BUDGET):
         forward = type(module).forward
-        self.converted = convert(forward)
+        self.converted = convert(forward, entry=True)
         _remember_converted(forward, self.converted)
         self._checks, self._int_params = _signature_checks(forward, skip_self=True)
         super().__init__(module, LAZY, backend=backend, budget=budget)

@@ -718,7 +718,9 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         elif kind == "local":
             results.append(Undefined(names[k], f"it is assigned inside the loop at {where} "
                                                "but not before it; script mode carries only "
-                                               "variables defined before a loop"))
+                                               "variables defined before a loop (assign it "
+                                               "a value of the type the loop gives it "
+                                               "before the loop)"))
         else:
             results.append(values[k])
     return tuple(results)

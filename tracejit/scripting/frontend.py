@@ -191,7 +191,6 @@ class _Lowering:
     def __init__(self, filename: str):
         self.filename = filename
         self.counter = 0             # loops seen: names their break/continue flags
-        self.flag_return = False     # a return on some paths only: the rest runs under a flag
         self.moved_return = False    # a return became `__tj_ret = ...`
         self._nested_return = False  # inside a branch or loop (a return there is moved)
 
@@ -200,8 +199,6 @@ class _Lowering:
         head = []
         if self.moved_return:  # a path that does not return gives None, as in Python
             head.append(_assign(_PREFIX + "ret", _const(None)))
-        if self.flag_return:
-            head.append(_assign(_PREFIX + "done", _const(False)))
         if self.moved_return and not isinstance(body[-1], ast.Return):
             body.append(ast.Return(value=_name(_PREFIX + "ret")))
         fn.body = head + body
@@ -220,8 +217,6 @@ class _Lowering:
                 else:
                     self.moved_return = True
                     out.append(_assign(_PREFIX + "ret", s.value or _const(None)))
-                    if self.flag_return:
-                        out.append(_assign(_PREFIX + "done", _const(True)))
                 return out
             if isinstance(s, ast.Break):
                 loop.breaks = True
@@ -267,13 +262,17 @@ class _Lowering:
             if exit_then in exits and exit_else in exits:
                 s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
                 return [s]
-            # some path leaves, another does not: the rest runs under the flags it sets
-            if any(isinstance(n, ast.Return) for n in ast.walk(s)):
-                self.flag_return = True
+            if loop is None:
+                # a return on some paths of a branch (outside loops, only returns leave):
+                # the rest of the block runs after each path that goes on, so that every
+                # path ends in a return and gives the result a value of its own
+                s.body = self.block(s.body + rest, loop)
+                s.orelse = self.block(s.orelse + rest, loop)
+                return [s]
+            # in a loop, a break or continue on some paths: the rest runs under the flags
+            # it sets
             s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
             flags = []
-            if any(isinstance(n, ast.Return) for n in ast.walk(s)):
-                flags.append(_PREFIX + "done")
             if loop is not None and _may_exit([s], (ast.Break,)):
                 flags.append(loop.brk)
             if loop is not None and _may_exit([s], (ast.Continue,)):
@@ -333,7 +332,10 @@ def _def(name: str, params: list, body: list, returns: list | None) -> ast.Funct
 
 def _names(names):
     """The variables' names as a tuple of strings (for the helpers' messages)."""
-    return ast.Tuple(elts=[_const(n) for n in names], ctx=ast.Load())
+    return ast.Tuple(elts=[_const(_SHOWN.get(n, n)) for n in names], ctx=ast.Load())
+
+
+_SHOWN = {_PREFIX + "ret": "(the return value)"}  # generated names as messages call them
 
 
 def _results(names, call):
@@ -377,14 +379,26 @@ def _test(expr):
 
 
 class _Converter(ast.NodeTransformer):
-    def __init__(self, filename: str):
+    def __init__(self, filename: str, local: frozenset = frozenset()):
         self.filename = filename
         self.counter = 0
         self.depth = 0
+        self.local = local  # names the function assigns (its parameters are not)
 
     def _fresh(self, what: str) -> str:
         self.counter += 1
         return f"{_PREFIX}f{self.counter}_{what}"
+
+    def visit(self, node):
+        # what a statement or expression becomes is on its own line (not the enclosing
+        # `if`'s, which `_at` gives what is left): a frame running the generated helper
+        # call then reports the user's line (asserts, raises, errors of calls)
+        new = super().visit(node)
+        if isinstance(new, ast.AST) and hasattr(node, "lineno"):
+            for n in ast.walk(new):
+                if "lineno" in n._attributes and not hasattr(n, "lineno"):
+                    ast.copy_location(n, node)
+        return new
 
     def visit_FunctionDef(self, node):
         if self.depth:  # a nested def stays Python (it is converted when it is called)
@@ -397,13 +411,62 @@ class _Converter(ast.NodeTransformer):
     def visit_Lambda(self, node):
         return node
 
+    def visit_Assign(self, node):
+        self._refuse_outer_attribute_stores(node, node.targets)
+        self.generic_visit(node)
+        return self._check_stores(node, node.targets)
+
+    def visit_AugAssign(self, node):
+        self._refuse_outer_attribute_stores(node, [node.target])
+        self.generic_visit(node)
+        return self._check_stores(node, [node.target])
+
+    def _check_stores(self, node, targets):
+        """`xs[i] = v`: the helper first checks that xs is not a list value (whose
+        elements the graph fixes when they are appended)."""
+        checks = []
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store) and \
+                        _plain(t.value):
+                    helper = "store" if self._is_local(t.value) else "store_outer"
+                    checks.append(_at(ast.Expr(value=_call(helper, t.value)), node))
+        return checks + [node] if checks else node
+
+    def visit_Return(self, node):
+        # a variable script mode leaves undefined raises where it is returned, as a use
+        self.generic_visit(node)
+        if node.value is not None:
+            node.value = ast.copy_location(_call("result", node.value), node.value)
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
                 node.func.value.id == RUNTIME:
             return node
-        return ast.copy_location(ast.Call(func=_rt("call"), args=[node.func] + node.args,
+        # a method of an object from outside the function (a global, a parameter, self):
+        # the helper refuses it when it changes a container (it would run only while the
+        # function is compiled)
+        helper = "call_outer" if isinstance(node.func, ast.Attribute) and \
+            node.func.attr in _MUTATORS and not self._is_local(node.func.value) else "call"
+        return ast.copy_location(ast.Call(func=_rt(helper), args=[node.func] + node.args,
                                           keywords=node.keywords), node)
+
+    def _is_local(self, expr) -> bool:
+        root = _root_name(expr)
+        return root is not None and root in self.local
+
+    def _refuse_outer_attribute_stores(self, node, targets) -> None:
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store) and \
+                        not self._is_local(t.value):
+                    raise ScriptError(
+                        f"{_where(self.filename, node)}: setting attribute '{t.attr}' of an "
+                        "object from outside the function (a parameter, self, a global) is "
+                        "not supported by tj.script: it would happen only while the function "
+                        "is compiled, not at later calls; return the value instead")
 
     def visit_Subscript(self, node):
         self.generic_visit(node)
@@ -457,8 +520,10 @@ class _Converter(ast.NodeTransformer):
     def visit_For(self, node):
         self.generic_visit(node)
         brk = getattr(node, "_tj_break", None)
+        # the loop's target is a variable of the function too: after the loop it holds the
+        # last item (or, when the loop ran no iteration, what it held before)
         targets = assigned([ast.Assign(targets=[node.target], value=_const(None))])
-        names = [n for n in assigned(node.body) if n not in targets]
+        names = targets + [n for n in assigned(node.body) if n not in targets]
         if brk and brk not in names:
             names.append(brk)
         body_f = self._fresh("body")
@@ -486,6 +551,47 @@ class _Converter(ast.NodeTransformer):
         return [_at(s, node) for s in out]
 
 
+# methods that change a Python container in place (list, dict, set, deque, bytearray)
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "popitem", "add", "discard", "sort", "reverse",
+                       "appendleft", "extendleft", "popleft", "difference_update",
+                       "intersection_update", "symmetric_difference_update"})
+
+
+def _root_name(expr) -> str | None:
+    """`a` for `a`, `a.b.c`, `a[i].b`; None for anything else (a call's result)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _local_names(fdef: ast.FunctionDef, entry: bool) -> frozenset:
+    """The names whose objects the scripted computation made itself (their changes are its
+    own): what the function assigns, and, in a function the scripted code calls, its
+    parameters other than `self` (the caller made them: a helper appending to its
+    caller's list); the parameters of the scripted function itself come from outside."""
+    names = set()
+    if not entry:
+        a = fdef.args
+        names.update(p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg != "self")
+        names.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fdef:
+            names.add(getattr(node, "name", ""))
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return frozenset(names)
+
+
+def _plain(expr) -> bool:
+    """A name or a chain of attributes of a name: read twice, it gives the same object."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
+
+
 def _index(expr):
     """An index expression as a value: slices `a:b:c` become `slice(a, b, c)`."""
     if isinstance(expr, ast.Slice):
@@ -510,8 +616,30 @@ def _at(stmt, node):
 
 def _is_runtime_call(node) -> bool:
     f = node.func
-    return isinstance(f, ast.Attribute) and f.attr == "call" and \
+    return isinstance(f, ast.Attribute) and f.attr in ("call", "call_outer") and \
         isinstance(f.value, ast.Name) and f.value.id == RUNTIME
+
+
+def _refuse_self_calls(fn, fdef: ast.FunctionDef, filename: str) -> None:
+    """A function that calls itself would be unrolled without end while it is recorded
+    (a branch on a tensor records both paths, the recursive one included)."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    name = fn.__name__
+
+    def resolves_to_fn() -> bool:
+        if name in cells:
+            try:
+                return cells[name].cell_contents is fn
+            except ValueError:  # an empty cell: bound later, to this function or not
+                return True
+        return fn.__globals__.get(name) is fn
+
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == name and resolves_to_fn():
+            raise ScriptError(f"{_where(filename, node)}: {fn.__qualname__} calls itself; "
+                              "recursion is not supported by tj.script (it would be "
+                              "unrolled without end); write it as a loop, or use tj.trace")
 
 
 # ---- the whole function ----------------------------------------------------------------------
@@ -540,9 +668,10 @@ def check(fn) -> None:
     _Checker(filename).visit(fdef)
 
 
-def convert(fn):
+def convert(fn, entry: bool = False):
     """The converted twin of the Python function `fn` (same globals, closure cells,
-    defaults); its source is `fn.__tj_source__`."""
+    defaults); its source is `fn.__tj_source__`. `entry`: fn is the scripted function
+    (or forward) itself, whose arguments come from outside the scripted code."""
     from . import runtime
 
     fdef, filename = source_of(fn)
@@ -558,9 +687,13 @@ def convert(fn):
     fdef.args.defaults = [_const(None) for _ in fdef.args.defaults]  # set from fn below
     fdef.args.kw_defaults = [None if d is None else _const(None)
                              for d in fdef.args.kw_defaults]
+    _refuse_self_calls(fn, fdef, filename)
     lowering = _Lowering(filename)
     lowering.function(fdef)
-    fdef = _Converter(filename).visit(fdef)
+    fdef = _Converter(filename, _local_names(fdef, entry)).visit(fdef)
+    # the twin is defined under a name of its own: the function's own name in its body
+    # keeps meaning what it means in the original (a global, a closure cell)
+    fdef.name = _PREFIX + "converted"
     # a factory whose parameters are the function's free variables and the runtime: the
     # converted function then reads them through the original closure cells
     free = list(fn.__code__.co_freevars)
@@ -573,6 +706,7 @@ def convert(fn):
     exec(code, fn.__globals__, namespace)  # noqa: S102 — the user's own source
     inner = namespace[_PREFIX + "factory"].__code__.co_consts
     inner = next(c for c in inner if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+    inner = inner.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)  # tracebacks
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(types.CellType(runtime) if name == RUNTIME else cells[name]
                     for name in inner.co_freevars)
@@ -580,5 +714,6 @@ def convert(fn):
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     new.__module__ = fn.__module__
+    fdef.name = fn.__name__
     new.__tj_source__ = ast.unparse(fdef)
     return new

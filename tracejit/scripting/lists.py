@@ -85,6 +85,30 @@ def append(rec, xs: list, t) -> None:
     bind(rec, xs, node.output)
 
 
+def refuse_store(rec, xs, where: str) -> None:
+    """`xs[i] = v` (or `xs[i] += v`): a list value's elements are fixed once appended."""
+    if is_tracked(rec, xs):
+        raise cf.ScriptError(f"{where}: item assignment to a list that a loop or a branch on a "
+                             "tensor builds is not supported by tj.script; compute the "
+                             "element before appending it, or build a new list")
+
+
+def refuse_update_of_element(rec, target: Tensor, what: str) -> None:
+    """An in-place update of a tensor a list value holds (or of a tensor it is a view of,
+    or of an element read from the list): the list value would keep the old element."""
+    def roots(t):
+        return {id(t)} | ({id(t._base)} if t._base is not None else set())
+
+    mine = roots(target)
+    for key in rec.lists:
+        xs = rec.keep.get(key)
+        if type(xs) is list and any(mine & roots(t) for t in xs if isinstance(t, Tensor)):
+            raise cf.ScriptError(
+                f"{user_frame()}: in-place {what} of a tensor that a list built in a loop or "
+                "a branch on a tensor holds is not supported by tj.script; use the "
+                "out-of-place form (`y = y * 2`) before appending")
+
+
 def length(rec, xs: list) -> SymInt:
     sym = rec.new_symbol(len(xs))
     rec.nonneg.add(sym.source())

@@ -4,19 +4,27 @@ functions, methods and modules they reach, so their control flow is kept too).""
 from __future__ import annotations
 
 import builtins
+import collections
+import copy
+import io
+import logging
+import os
+import sys
+import warnings
 import weakref
 
 from ..autograd.grad_mode import STATE
 from ..ir.graph import RAISE
 from ..ir.symbolic import SymInt, hint_of, is_dynamic
-from ..tensor.dispatch import user_frame
+from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
 from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_range, if_,
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
-           "assert_", "raise_", "call", "sub", "slice_"]
+           "assert_", "raise_", "call", "call_outer", "sub", "store", "store_outer", "slice_",
+           "result"]
 
 
 def _capturing() -> bool:
@@ -29,6 +37,27 @@ def ld(thunk, name: str):
         return thunk()
     except NameError:
         return Undefined(name, "it is not assigned before this point")
+
+
+def result(value):
+    """`return value`: a variable left undefined (assigned only inside a loop, or on one
+    path of a branch) raises here, as any other use of it does."""
+    for leaf in _containers(value):
+        if isinstance(leaf, Undefined):
+            raise NameError(f"{user_frame()}: the function returns variable '{leaf.name}', "
+                            f"which is not defined here: {leaf.why}")
+    return value
+
+
+def _containers(value):
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _containers(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _containers(v)
+    else:
+        yield value
 
 
 def range_(body_fn, cond_fn, values, names, range_obj, *args):
@@ -96,10 +125,11 @@ def raise_(exc):
     if isinstance(exc, type):
         exc = exc()
     rec = STATE.capture
+    where, function = _user_site()
     if rec is not None and rec.dry:
-        rec._add(RAISE, [], {"exc": exc}, [], user_frame())
+        rec._add(RAISE, [], {"exc": exc, "function": function}, [], where)
         return
-    raise exc
+    raise_at(exc, where, function)
 
 
 def assert_(test, msg_thunk):
@@ -110,7 +140,50 @@ def assert_(test, msg_thunk):
         if_(not_(test), fail, lambda: ())
         return
     if not test:
-        raise AssertionError(msg_thunk()) if msg_thunk else AssertionError()
+        raise_(AssertionError(msg_thunk()) if msg_thunk else AssertionError())
+
+
+def _user_site() -> tuple[str, str]:
+    """(file:line, function name) of the innermost caller outside the tracejit package."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    if f is None:
+        return "<unknown>", "<unknown>"
+    where, owner = f"{f.f_code.co_filename}:{f.f_lineno}", f
+    # the function is the user's (a branch's or loop body's generated function is not)
+    while owner is not None and (owner.f_code.co_name.startswith("__tj_") or
+                                 owner.f_code.co_filename.startswith(_PACKAGE_DIR)):
+        owner = owner.f_back
+    return where, owner.f_code.co_name if owner is not None else f.f_code.co_name
+
+
+def raise_at(exc: BaseException, where: str, function: str = "<script>"):
+    """Raise a copy of `exc` whose message starts with the user's file:line, from a frame
+    on that line of that file: a scripted function's `raise`/`assert` then reads as
+    eager's, the user's line the last frame of the traceback (not the runtime's)."""
+    exc = _located(exc, where)
+    file, _, line = where.rpartition(":")
+    if not line.isdigit() or int(line) < 1:
+        raise exc
+    code = compile("\n" * (int(line) - 1) + "raise __tj_exc", file, "exec")
+    code = code.replace(co_name=function, co_qualname=function)
+    exec(code, {"__tj_exc": exc})  # noqa: S102 — one raise statement of ours
+
+
+def _located(exc: BaseException, where: str) -> BaseException:
+    try:
+        new = type(exc)(*exc.args)
+    except Exception:  # noqa: BLE001 — an exception class with its own constructor
+        new = copy.copy(exc)
+    args = exc.args
+    if not args:
+        new.args = (where,)
+    elif isinstance(args[0], str) and len(args) == 1:
+        new.args = (f"{where}: {args[0]}",)
+    else:
+        new.add_note(f"raised at {where}")
+    return new
 
 
 # ---- calls ---------------------------------------------------------------------------------------
@@ -153,6 +226,27 @@ def converted(fn):
 _MISSING = object()
 
 
+def store(target):
+    """Before `target[index] = value` (or `target[index] op= value`): refuses an item
+    assignment the graph would not see (an element of a list value)."""
+    rec = STATE.capture
+    if rec is not None and rec.lists:
+        lists.refuse_store(rec, target, user_frame())
+
+
+def store_outer(target):
+    """Before `target[index] = value` on an object from outside the function (a global,
+    an argument of the scripted function, self's attribute): a Python container changed
+    so would change only while compiling, not at later calls."""
+    rec = STATE.capture
+    if rec is not None and rec.script and isinstance(target, _CONTAINERS):
+        raise ScriptError(f"{user_frame()}: item assignment to a {type(target).__name__} from "
+                          "outside the function (a parameter, self, a global); tj.script "
+                          "would change it only while compiling, not at later calls: build "
+                          "a new one inside the function and return it")
+    store(target)
+
+
 def sub(value, index):
     """`value[index]`: a list value's element, or Python's indexing."""
     rec = STATE.capture
@@ -168,6 +262,11 @@ def call(f, *args, **kwargs):
     rec = STATE.capture
     if rec is None or not rec.script:
         return f(*args, **kwargs)
+    if any(f is e for e in _EFFECTS) or _writes_outside(f):
+        raise ScriptError(f"{user_frame()}: {_name_of(f)} has an effect outside the function "
+                          "(output, input, a file, a log); tj.script would run it only while "
+                          "compiling, not at later calls: call it outside the scripted "
+                          "function")
     if rec.lists:
         hit = _list_call(rec, f, args, kwargs)
         if hit is not _MISSING:
@@ -181,6 +280,40 @@ def call(f, *args, **kwargs):
         return _extremum(rec, f.__name__, args)
     target = _target(f)
     return (target or f)(*args, **kwargs)
+
+
+def call_outer(f, *args, **kwargs):
+    """A method call `obj.m(...)` on an object from outside the function (a parameter,
+    self, a global): refused when it changes a Python container, which the graph would
+    not see (the change would happen at the first call only)."""
+    rec = STATE.capture
+    owner = getattr(f, "__self__", None)
+    if rec is not None and rec.script and isinstance(owner, _CONTAINERS):
+        raise ScriptError(f"{user_frame()}: {type(owner).__name__}.{f.__name__} changes a "
+                          f"{type(owner).__name__} from outside the function (a parameter, "
+                          "self, a global); tj.script would change it only while compiling, "
+                          "not at later calls: build a new one inside the function and "
+                          "return it")
+    return call(f, *args, **kwargs)
+
+
+_CONTAINERS = (list, dict, set, bytearray, collections.deque)
+_EFFECTS = frozenset({builtins.print, builtins.input, builtins.open, builtins.breakpoint,
+                      warnings.warn, warnings.warn_explicit, os.system})
+
+
+def _writes_outside(f) -> bool:
+    """A method of a stream, a file or a logger (`sys.stdout.write`, `log.info`)."""
+    owner = getattr(f, "__self__", None)
+    return isinstance(owner, (io.IOBase, logging.Logger)) or (
+        getattr(f, "__module__", None) == "logging" and callable(f))
+
+
+def _name_of(f) -> str:
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+    return f"{type(owner).__name__}.{f.__name__}" if owner is not None and \
+        not isinstance(owner, type(builtins)) else name
 
 
 def _is_size(x) -> bool:

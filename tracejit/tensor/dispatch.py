@@ -7,6 +7,7 @@ eager execution does.
 from __future__ import annotations
 
 import sys
+import weakref
 
 import numpy as np
 
@@ -358,6 +359,12 @@ def _mark_view(op, src: Tensor, attrs, t: Tensor):
     else:
         t._base, t._view = src._base, src._view + ((op, attrs),)
     t._vc = counter(src)
+    # the base knows its live views: a write through one of them (or into the base)
+    # gives each of the others a history that reads the new value (_refresh_views)
+    views = getattr(t._base, "_views", None)
+    if views is None:
+        views = t._base._views = weakref.WeakSet()
+    views.add(t)
 
 
 # ---- in-place -----------------------------------------------------------------------------
@@ -494,15 +501,28 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
     base = target._base
     if base is None:
         target.grad_fn, target._rg, target._output_nr = value.grad_fn, True, 0
+        _refresh_views(target)
         return
     from ..autograd.copy_slices import CopySlices
 
     node = CopySlices(base, target._view, (value.grad_fn, 0))
     base.grad_fn, base._rg, base._output_nr = node, True, 0
-    # the view's own history now reads from the rewritten base
-    fresh = _make(base._data)
-    fresh.grad_fn, fresh._rg, fresh._vc = node, True, base._vc
-    for vop, vattrs in target._view:
-        fresh = apply(vop, fresh, **vattrs)
-    target.grad_fn, target._rg, target._output_nr = fresh.grad_fn, True, 0
+    _refresh_views(base)  # the target's own history among them
+
+
+def _refresh_views(base: Tensor) -> None:
+    """After a write into `base`'s memory, each live view of it gets a history that
+    reads the rewritten base (through its chain of view ops), as PyTorch regenerates a
+    view's grad_fn: otherwise a view made before the write (a sibling of the view
+    written through) would differentiate its old value."""
+    views = getattr(base, "_views", None)
+    if not views:
+        return
+    for view in list(views):
+        fresh = _make(base._data)
+        fresh.grad_fn, fresh._rg, fresh._output_nr, fresh._vc = \
+            base.grad_fn, base._rg, base._output_nr, base._vc
+        for vop, vattrs in view._view:
+            fresh = apply(vop, fresh, **vattrs)
+        view.grad_fn, view._rg, view._output_nr = fresh.grad_fn, fresh._rg, 0
 

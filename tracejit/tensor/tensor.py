@@ -89,7 +89,7 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_rg", "grad_fn", "_vc", "_base", "_output_nr", "_view", "_accum",
-                 "_grad", "_retains", "__weakref__")
+                 "_grad", "_retains", "_views", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
 
     _make = staticmethod(_make)
