@@ -1,0 +1,201 @@
+"""Guards on the Python objects a compiled function reads (helper functions, the contents
+of containers, module attributes), and the compiled backward's agreement with eager
+autograd (hooks, random draws, inputs without a gradient path, autocast lists).
+
+Every test compares a compiled function against the same function run eagerly (or
+against PyTorch), after changing what the compiled one read.
+"""
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit import nn
+
+from conftest import requires_torch
+
+BACKENDS = ["interpret", "numba"]
+
+
+def _compile(mode, fn, example, backend):
+    if mode == "trace":
+        return tj.trace(fn, example, backend=backend)
+    s = tj.script(fn, backend=backend)
+    s(*example)
+    return s
+
+
+def _same(got, want):
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+# ---- helper functions: replacing one is a guard miss, never the old code --------------------
+def _helper(x):
+    return x.cos()
+
+
+def _calls_helper(x):
+    return _helper(x) * 2
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_global_helper_replaced_after_compiling_is_called_anew(mode, backend):
+    global _helper
+    x = tj.randn(5)
+    old = _helper
+    try:
+        compiled = _compile(mode, _calls_helper, (x,), backend)
+        _same(compiled(x), _calls_helper(x))
+        _helper = lambda x: x.sin()  # noqa: E731
+        _same(compiled(x), _calls_helper(x))
+        assert compiled.stats["compiles"] == 2
+        _helper = old  # back to the first: its trace fits again
+        _same(compiled(x), _calls_helper(x))
+    finally:
+        _helper = old
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_helper_in_a_closure_cell_replaced_after_compiling(backend):
+    def make():
+        act = tj.tanh
+
+        def f(x):
+            return act(x) + 1
+
+        def swap(fn):
+            nonlocal act
+            act = fn
+        return f, swap
+
+    f, swap = make()
+    x = tj.randn(4, 3)
+    traced = tj.trace(f, (x,), backend=backend)
+    swap(lambda t: t.relu())
+    _same(traced(x), f(x))
+
+
+def test_a_helper_reached_through_a_module_of_the_user_is_guarded():
+    helpers = types.ModuleType("user_helpers")
+    helpers.act = lambda t: t.exp()
+    helpers.SCALE = 2.0
+
+    def f(x):
+        return helpers.act(x) * helpers.SCALE
+
+    x = tj.randn(3)
+    traced = tj.trace(f, (x,))
+    helpers.act = lambda t: t.neg()
+    _same(traced(x), f(x))
+    helpers.SCALE = -1.5
+    _same(traced(x), f(x))
+
+
+def test_a_mutable_default_changed_in_place_is_seen():
+    def f(x, scales=[2.0]):  # noqa: B006 — the point of the test
+        return x * scales[0]
+
+    x = tj.randn(3)
+    traced = tj.trace(f, (x,))
+    f.__defaults__[0][0] = 5.0
+    _same(traced(x), f(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_function_kept_as_a_module_attribute_or_forward_replaced(backend):
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.act = tj.tanh
+
+        def forward(self, x):
+            return self.act(self.lin(x))
+
+    m = Block()
+    x = tj.randn(2, 4)
+    traced = tj.trace(m, (x,), backend=backend)
+    m.act = tj.sigmoid
+    _same(traced(x), m(x))
+    Block.forward = lambda self, x: self.lin(x) * 3
+    _same(traced(x), m(x))
+
+
+# ---- containers: the scalars (and objects) they hold, read at every call ---------------------
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_scalar_in_a_closure_list_changed_after_compiling(mode, backend):
+    scale = [3.0]
+
+    def f(x):
+        return (x * scale[0]).tanh()
+
+    x = tj.randn(6)
+    compiled = _compile(mode, f, (x,), backend)
+    scale[0] = 0.5
+    _same(compiled(x), f(x))
+    scale[0] = 3  # an int: the same value, another type (integer tensors promote otherwise)
+    xi = tj.arange(4)
+    assert compiled(xi).dtype == f(xi).dtype
+
+
+def test_nested_containers_in_globals_and_module_attributes():
+    cfg = {"a": {"b": 2.0}, "sizes": (1, [4.0])}
+
+    def f(x):
+        return x * cfg["a"]["b"] + cfg["sizes"][1][0]
+
+    x = tj.randn(3)
+    traced = tj.trace(f, (x,))
+    cfg["a"]["b"] = 5.0
+    _same(traced(x), f(x))
+    cfg["sizes"][1][0] = -1.0
+    _same(traced(x), f(x))
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.factors = [1.0, 2.0]
+
+        def forward(self, x):
+            return x * self.factors[1]
+
+    m = Scaled()
+    tm = tj.trace(m, (x,))
+    m.factors[1] = 7.0
+    _same(tm(x), m(x))
+
+
+def test_a_list_of_weights_that_grows_is_seen():
+    ws = [tj.randn(3, 3), tj.randn(3, 3)]
+
+    def f(x):
+        for w in ws:
+            x = (x @ w).tanh()
+        return x
+
+    x = tj.randn(2, 3)
+    traced = tj.trace(f, (x,))
+    ws.append(tj.randn(3, 3))
+    _same(traced(x), f(x))
+    ws[0] = tj.randn(3, 3)
+    _same(traced(x), f(x))
+
+
+def test_an_unchanged_container_keeps_its_trace():
+    table = {"k": [1.0, float("nan")], "w": tj.randn(3)}
+
+    def f(x):
+        return x * table["k"][0] + table["w"]
+
+    x = tj.randn(3)
+    traced = tj.trace(f, (x,))
+    for _ in range(3):
+        _same(traced(x), f(x))
+    assert traced.stats["compiles"] == 1
+    assert any("holds" in str(g) for g in traced.guards)
