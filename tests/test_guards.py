@@ -199,3 +199,42 @@ def test_an_unchanged_container_keeps_its_trace():
         _same(traced(x), f(x))
     assert traced.stats["compiles"] == 1
     assert any("holds" in str(g) for g in traced.guards)
+
+
+# ---- hooks inside the compiled function: refused, naming the line --------------------------
+def _hooked(x):
+    h = x * 2
+    h.register_hook(lambda g: g * 10)
+    return (h * h).sum()
+
+
+def _retains(x):
+    h = x.exp()
+    h.retain_grad()
+    return h, h.sum()
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_hook_on_an_intermediate_runs_eagerly_with_a_reason(mode, backend):
+    x = tj.randn(4, requires_grad=True)
+    _hooked(x).backward()
+    want = x.grad.clone()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = _compile(mode, _hooked, (x.detach().requires_grad_(),), backend)
+        for _ in range(2):
+            x.grad = None
+            compiled(x).backward()
+            _same(x.grad, want)
+    messages = " ".join(str(w.message) for w in caught)
+    assert "register_hook()" in messages and "test_guards.py:" in messages
+
+
+def test_retain_grad_inside_a_trace_runs_eagerly():
+    x = tj.randn(4, requires_grad=True)
+    with pytest.warns(RuntimeWarning, match=r"retain_grad\(\).*test_guards.py:"):
+        traced = tj.trace(_retains, (x,), backend="numba")
+    h, s = traced(x)
+    s.backward()
+    _same(h.grad, tj.ones(4))
