@@ -238,3 +238,39 @@ def test_retain_grad_inside_a_trace_runs_eagerly():
     h, s = traced(x)
     s.backward()
     _same(h.grad, tj.ones(4))
+
+
+# ---- autocast: compiled code follows eager's per-op lists -----------------------------------
+def _amp_ops(x, w, y):
+    h = x @ w
+    return (F.cross_entropy(h, y), F.log_softmax(h, -1), F.softmax(h, -1),
+            F.layer_norm(h, (5,)), F.mse_loss(h, h * 2), h.sum(), h.exp(),
+            F.nll_loss(F.log_softmax(h, -1), y), F.binary_cross_entropy_with_logits(h, h.sigmoid()))
+
+
+@requires_torch
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("low", ["float16", "bfloat16"])
+def test_compiled_autocast_dtypes_match_eager_and_pytorch(mode, low):
+    import torch
+
+    x, w, y = tj.randn(4, 8), tj.randn(8, 5, requires_grad=True), tj.randint(0, 5, (4,))
+    with tj.autocast("cpu", dtype=getattr(tj, low)):
+        want = _amp_ops(x, w, y)
+        compiled = _compile(mode, _amp_ops, (x, w, y), "interpret")
+        got = compiled(x, w, y)
+    tx, tw, ty = (torch.from_numpy(t.detach().numpy()) for t in (x, w, y))
+    with torch.autocast("cpu", dtype=getattr(torch, low)):
+        th = tx @ tw
+        torch_out = (torch.nn.functional.cross_entropy(th, ty),
+                     torch.nn.functional.log_softmax(th, -1),
+                     torch.nn.functional.softmax(th, -1),
+                     torch.nn.functional.layer_norm(th, (5,)),
+                     torch.nn.functional.mse_loss(th, th * 2), th.sum(), th.exp(),
+                     torch.nn.functional.nll_loss(torch.nn.functional.log_softmax(th, -1), ty),
+                     torch.nn.functional.binary_cross_entropy_with_logits(th, th.sigmoid()))
+    assert [g.dtype.name for g in got] == [e.dtype.name for e in want] == \
+        [str(t.dtype).replace("torch.", "") for t in torch_out]
+    # the float32 loss's gradient stays finite under a large loss scale (float16 would not)
+    (got[0] * 65536.0).backward()
+    assert np.isfinite(w.grad.numpy()).all()
