@@ -240,6 +240,83 @@ def test_retain_grad_inside_a_trace_runs_eagerly():
     _same(h.grad, tj.ones(4))
 
 
+# ---- random numbers: the first compiled call draws what eager draws -------------------------
+def _noisy(x, w):
+    return (F.dropout((x @ w).tanh(), 0.5, True) * tj.randn(8)).sum()
+
+
+def test_the_first_compiled_call_with_gradients_draws_what_eager_draws(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))  # a cold backward cache
+    w = tj.randn(8, 8, requires_grad=True)
+    x = tj.randn(4, 8)
+    traced = tj.trace(_noisy, (x, w), backend="numba")
+    runs = []
+    for fn in (_noisy, traced):
+        tj.manual_seed(0)
+        steps = []
+        for _ in range(2):
+            w.grad = None
+            loss = fn(x, w)
+            loss.backward()
+            steps.append((loss.item(), w.grad.numpy().copy()))
+        steps.append(tj.randn(1).item())  # where the generator is afterwards
+        runs.append(steps)
+    assert not traced.traces[0].backwards[0].loaded
+    (eager, compiled) = runs
+    for (le, ge), (lc, gc) in zip(eager[:2], compiled[:2]):
+        np.testing.assert_allclose(lc, le, rtol=1e-5)
+        np.testing.assert_allclose(gc, ge, rtol=1e-4, atol=1e-4)  # tanh: the kernels' form
+    assert eager[2] == compiled[2]
+
+
+def test_a_replayed_backward_redraws_the_forward_s_random_numbers():
+    w = tj.randn(8, 8, requires_grad=True)
+    x = tj.randn(4, 8)
+    traced = tj.trace(_noisy, (x, w), backend="numba")
+    got = []
+    for fn in (_noisy, traced):
+        tj.manual_seed(3)
+        loss = fn(x, w)
+        (g,) = tj.autograd.grad(loss, [w], create_graph=True)  # replays the forward
+        got.append((loss.item(), g.detach().numpy().copy(), tj.randn(1).item()))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-5)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-4, atol=1e-4)
+    assert got[1][2] == got[0][2]
+
+
+# ---- inputs without a gradient path keep .grad None ----------------------------------------
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_parameter_feeding_only_an_unused_output_keeps_grad_none(mode, backend):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.node = nn.Linear(4, 4)
+            self.edge = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.node(x), self.edge(x).tanh()
+
+    net = Net()
+    x = tj.randn(3, 4)
+    compiled = tj.trace(net, (x,), backend=backend) if mode == "trace" else \
+        tj.script(net, backend=backend)
+    for _ in range(2):
+        net.zero_grad(set_to_none=True)
+        h, y = compiled(x)
+        y.sum().backward()
+        assert net.node.weight.grad is None and net.node.bias.grad is None
+        got = net.edge.weight.grad.numpy().copy()
+        net.zero_grad(set_to_none=True)
+        net(x)[1].sum().backward()
+        np.testing.assert_allclose(got, net.edge.weight.grad.numpy(), rtol=1e-5)
+    # both outputs used: both get gradients, as in eager
+    net.zero_grad(set_to_none=True)
+    h, y = compiled(x)
+    (h.sum() + y.sum()).backward()
+    assert net.node.weight.grad is not None
+
+
 # ---- autocast: compiled code follows eager's per-op lists -----------------------------------
 def _amp_ops(x, w, y):
     h = x @ w
