@@ -351,3 +351,35 @@ def test_compiled_autocast_dtypes_match_eager_and_pytorch(mode, low):
     # the float32 loss's gradient stays finite under a large loss scale (float16 would not)
     (got[0] * 65536.0).backward()
     assert np.isfinite(w.grad.numpy()).all()
+
+
+_W_NODE, _W_EDGE = tj.randn(4, 4), tj.randn(4, 4)
+
+
+def _two_chains(x, n: int):
+    h = x
+    y = x
+    for _ in range(n):
+        h = (h @ _W_NODE).tanh()
+        y = (y @ _W_EDGE).tanh()
+    return h, y
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_weight_of_a_scripted_loop_feeding_only_an_unused_output_keeps_grad_none(
+        create_graph):
+    scripted = tj.script(_two_chains, backend="numba")
+    x = tj.randn(3, 4)
+    for w in (_W_NODE, _W_EDGE):
+        w.requires_grad_()
+    try:
+        want = tj.autograd.grad(_two_chains(x, 3)[1].sum(), [_W_NODE, _W_EDGE],
+                                allow_unused=True)
+        for _ in range(2):
+            got = tj.autograd.grad(scripted(x, 3)[1].sum(), [_W_NODE, _W_EDGE],
+                                   allow_unused=True, create_graph=create_graph)
+            assert want[0] is None and got[0] is None
+            _same(got[1], want[1])
+    finally:
+        for w in (_W_NODE, _W_EDGE):
+            w.requires_grad_(False)

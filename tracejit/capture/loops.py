@@ -185,16 +185,18 @@ class ScriptLoopBackward(Node):
         for plan, (ins, results, outside) in zip(reversed(self.plans),
                                                  reversed(self.records)):
             out_grads = [None] * plan.n_outputs
-            live = False
+            live = []
             for k in plan.float_outs:
                 g = acc.pop(id(results[k]))
                 if g is not None:
-                    live = True
+                    live.append(k)
                 else:
                     g = _make(np.zeros(results[k].shape, results[k].dtype))
                 out_grads[k] = g
             if not live:
                 continue
+            # inputs only outputs without a gradient reach get none (not zeros), as in eager
+            unreached = _unreached(plan.bt, live)
             tensors = [_make(a) for a in ins]
             saved = [_make(a) for a in results[plan.n_outputs:]]
             stats, bt = plan.seg.stats, plan.bt
@@ -204,9 +206,13 @@ class ScriptLoopBackward(Node):
                 stats["backward_kernels"] += 1
                 now, factors = got
                 for j, g in now:
+                    if plan.diff[j] in unreached:
+                        continue
                     a = id(ins[plan.diff[j]])
                     acc.add(keys.get(a, a), g)
                 for j, form, parts in factors:
+                    if plan.diff[j] in unreached:
+                        continue
                     sums.add(keys[id(ins[plan.diff[j]])], form, parts)
                 continue
             result = bt.run_backward(tensors, saved, out_grads) if bt is not None else None
@@ -218,7 +224,7 @@ class ScriptLoopBackward(Node):
             else:
                 stats["backward_kernels"] += 1
             for i, g in zip(plan.diff, result):
-                if g is not None:
+                if g is not None and i not in unreached:
                     a = id(ins[i])
                     acc.add(keys.get(a, a), g)
         sums.finish(acc)
@@ -253,10 +259,20 @@ class ScriptLoopBackward(Node):
             return tuple(autograd_grad([o for o, _ in pairs],
                                        [names[-1 - k] for k in range(len(self.inputs))],
                                        [g for _, g in pairs], create_graph=True,
-                                       allow_unused=True, materialize_grads=True))
+                                       allow_unused=True))  # no path: None, as in eager
 
     def release(self):
         self.plans = self.records = self.inputs = self.input_keys = self.outputs = None
+
+
+def _unreached(bt, live: list) -> frozenset:
+    """The differentiated inputs of `bt` that none of the outputs in `live` reaches."""
+    if bt is None:
+        return frozenset()
+    reached = set()
+    for k in live:
+        reached |= bt.reach[k]
+    return frozenset(i for i in bt.diff if i not in reached)
 
 
 class _Accumulator:
