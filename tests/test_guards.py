@@ -383,3 +383,24 @@ def test_a_weight_of_a_scripted_loop_feeding_only_an_unused_output_keeps_grad_no
     finally:
         for w in (_W_NODE, _W_EDGE):
             w.requires_grad_(False)
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_a_method_forward_calls_replaced_on_the_class(mode):
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.shape_of(x) * self.scale
+
+        def shape_of(self, x):
+            return x.tanh()
+
+    m = Head()
+    x = tj.randn(3)
+    compiled = tj.trace(m, (x,)) if mode == "trace" else tj.script(m)
+    _same(compiled(x), m(x))
+    Head.shape_of = lambda self, x: x.exp()
+    _same(compiled(x), m(x))

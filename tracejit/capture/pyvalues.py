@@ -199,8 +199,26 @@ def module_reads(module, label: str = "",
                 out.append((f"module attribute {where}{name}", ("attr", getattr(m, store),
                                                                name), value))
         forward = type(m).forward
-        if not _library(type(m).__module__):  # a forward replaced on the class
-            out.append((f"{type(m).__qualname__}.forward", ("getattr", type(m), "forward"),
-                        forward))
+        if not _library(type(m).__module__):
+            out += _method_reads(type(m), m, seen)
         out += function_reads(forward, depth=2, seen=seen)
+    return out
+
+
+def _method_reads(cls, m, seen) -> list:
+    """`forward` and the methods it calls (`self.helper(x)`, transitively) on a module
+    class of the user's, by identity: a method replaced on the class is a miss."""
+    out, todo, done = [], ["forward"], set()
+    while todo:
+        name = todo.pop()
+        if name in done or name in vars(m):
+            continue
+        done.add(name)
+        fn = getattr(cls, name, None)
+        if not isinstance(fn, types.FunctionType):
+            continue
+        out.append((f"{cls.__qualname__}.{name}", ("getattr", cls, name), fn))
+        if name != "forward":
+            out += function_reads(fn, depth=2, seen=seen)
+        todo += sorted({n for code in _code_objects(fn.__code__) for n in code.co_names})
     return out
