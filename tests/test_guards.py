@@ -284,6 +284,40 @@ def test_a_replayed_backward_redraws_the_forward_s_random_numbers():
     assert got[1][2] == got[0][2]
 
 
+_W_LOOP = tj.randn(4, 4)
+
+
+def _dropout_loop(x, n: int):
+    for _ in range(n):
+        x = F.dropout((x @ _W_LOOP).tanh(), 0.5, True)
+    return x.sum()
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_scripted_loop_s_replayed_backward_redraws_its_random_numbers(create_graph):
+    scripted = tj.script(_dropout_loop, backend="numba")
+    x = tj.randn(3, 4)
+    _W_LOOP.requires_grad_()
+    try:
+        scripted(x, 3)
+        runs = []
+        for fn in (_dropout_loop, scripted):
+            tj.manual_seed(5)
+            steps = []
+            for _ in range(2):
+                loss = fn(x, 3)
+                (g,) = tj.autograd.grad(loss, [_W_LOOP], create_graph=create_graph)
+                steps.append((loss.item(), g.detach().numpy().copy()))
+            runs.append((steps, tj.randn(1).item()))
+        (eager, e_next), (compiled, c_next) = runs
+        for (le, ge), (lc, gc) in zip(eager, compiled):
+            np.testing.assert_allclose(lc, le, rtol=1e-4)
+            np.testing.assert_allclose(gc, ge, rtol=1e-4, atol=1e-4)
+        assert e_next == c_next
+    finally:
+        _W_LOOP.requires_grad_(False)
+
+
 # ---- inputs without a gradient path keep .grad None ----------------------------------------
 @pytest.mark.parametrize("mode", ["trace", "script"])
 @pytest.mark.parametrize("backend", BACKENDS)

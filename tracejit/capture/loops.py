@@ -26,6 +26,7 @@ from ..autograd.node import FREED_MESSAGE, Node
 from ..ir.graph import Value
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import Tensor, _make
+from .autodiff import random_generators, rng_kept, rng_states
 
 
 class Plan:
@@ -71,11 +72,12 @@ class LoopTape:
     array computed inside the loop, or the one of the loop's inputs from outside that
     holds it (the node's k-th input, key -1 - k)."""
 
-    __slots__ = ("plans", "records", "produced", "inputs", "input_keys", "_plans")
+    __slots__ = ("plans", "records", "produced", "inputs", "input_keys", "_plans", "rngs")
 
     def __init__(self):
         self.plans: list = []     # per call: its Plan
         self.records: list = []   # per call: (input arrays, result arrays, outside bits)
+        self.rngs: dict = {}      # call -> (generators, their states before it drew)
         self.produced: set = set()  # ids of computed arrays that carry a gradient
         self.inputs: list = []    # tensors from outside the loop that get gradients
         self.input_keys: dict = {}  # id(array of an input from outside) -> its key
@@ -91,6 +93,8 @@ class LoopTape:
                 STATE.grad_enabled = prev
         bt = seg.backward_trace(ins)
         plan = self._plans.get((id(seg), id(bt)))
+        gens = _generators(seg)
+        rng = rng_states(gens) if gens else None  # a replay redraws what this call draws
         if bt is not None:
             results = bt.fwd_runner(ins)
             if plan is None:
@@ -122,6 +126,8 @@ class LoopTape:
             produced.add(id(o._data))
         self.plans.append(plan)
         self.records.append((arrays, tuple([r._data for r in results]), outside))
+        if rng is not None:
+            self.rngs[len(self.records) - 1] = (gens, rng)
         return results[:plan.n_outputs]
 
     def close(self, loop_inputs: list, results: list) -> None:
@@ -146,7 +152,7 @@ class LoopTape:
         read = tensors(loop_inputs, [], set(), lambda t: id(t._data) not in produced)
         inputs = self.inputs
         node = ScriptLoopBackward(tuple(_edge(t) for t in inputs))
-        node.plans, node.records = self.plans, self.records
+        node.plans, node.records, node.rngs = self.plans, self.records, self.rngs
         node.inputs, node.input_keys, node.outputs = inputs, self.input_keys, outputs
         node.n_read = len(read)
         node.versions = [(counter(t), t._vc[0]) for t in read + outputs]
@@ -158,7 +164,7 @@ class LoopTape:
 class ScriptLoopBackward(Node):
     """The backward of one executed loop of a script graph (see the module docstring)."""
 
-    __slots__ = ("plans", "records", "inputs", "input_keys", "outputs", "n_read",
+    __slots__ = ("plans", "records", "rngs", "inputs", "input_keys", "outputs", "n_read",
                  "versions", "out_meta")
 
     @property
@@ -182,8 +188,9 @@ class ScriptLoopBackward(Node):
             if g is not None:
                 acc.add(id(t._data), g)
         keys = self.input_keys
-        for plan, (ins, results, outside) in zip(reversed(self.plans),
-                                                 reversed(self.records)):
+        last = len(self.records) - 1
+        for back, (plan, (ins, results, outside)) in enumerate(zip(reversed(self.plans),
+                                                                   reversed(self.records))):
             out_grads = [None] * plan.n_outputs
             live = []
             for k in plan.float_outs:
@@ -219,7 +226,8 @@ class ScriptLoopBackward(Node):
             if result is None:
                 for i in plan.diff:
                     tensors[i]._rg = True
-                result = plan.seg.replay_gradients(tensors, out_grads, plan.diff)
+                with rng_kept(*self.rngs.get(last - back, ((), None))):
+                    result = plan.seg.replay_gradients(tensors, out_grads, plan.diff)
                 stats["backward_replays"] += 1
             else:
                 stats["backward_kernels"] += 1
@@ -244,7 +252,7 @@ class ScriptLoopBackward(Node):
                      for k, t in enumerate(self.inputs)}
             interpreters: dict = {}
             keys = self.input_keys
-            for plan, (ins, results, _) in zip(self.plans, self.records):
+            for call, (plan, (ins, results, _)) in enumerate(zip(self.plans, self.records)):
                 args = [names.get(keys.get(id(a), id(a))) for a in ins]
                 args = [n if n is not None else _make(a) for n, a in zip(args, ins)]
                 seg = plan.seg
@@ -252,7 +260,9 @@ class ScriptLoopBackward(Node):
                 if interp is None:
                     interp = interpreters[id(seg)] = Interpreter(seg.graph)
                 env = {sym: args[i]._data.shape[d] for i, d, sym in seg.bindings}
-                for a, n in zip(results, interp.run(args, env)):
+                with rng_kept(*self.rngs.get(call, ((), None))):  # the call's draws
+                    replayed = interp.run(args, env)
+                for a, n in zip(results, replayed):
                     names[id(a)] = n
             outs = [names[id(t._data)] for t in self.outputs]
             pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
@@ -263,6 +273,15 @@ class ScriptLoopBackward(Node):
 
     def release(self):
         self.plans = self.records = self.inputs = self.input_keys = self.outputs = None
+        self.rngs = None
+
+
+def _generators(seg) -> list:
+    """The random generators a segment's graph draws from (found once per segment)."""
+    gens = seg.__dict__.get("_generators")
+    if gens is None:
+        gens = seg._generators = random_generators(seg.graph)
+    return gens
 
 
 def _unreached(bt, live: list) -> frozenset:
