@@ -315,7 +315,8 @@ def _inputs_reached(out: Tensor, xs: list) -> frozenset:
     """The inputs whose gradients eager autograd computes from `out`'s: those its graph
     leads to. An input that reaches only outputs a backward leaves without a gradient
     keeps `.grad` None, as in eager, rather than getting zeros."""
-    accs = {id(x._grad_accumulator()): i for i, x in enumerate(xs) if x.requires_grad}
+    held = [(x._grad_accumulator(), i) for i, x in enumerate(xs) if x.requires_grad]
+    accs = {id(acc): i for acc, i in held}  # (held: ids of live nodes only)
     found = {i for i, x in enumerate(xs) if x is out}
     if out.grad_fn is None:
         return frozenset(found)
