@@ -438,3 +438,14 @@ def test_a_method_forward_calls_replaced_on_the_class(mode):
     _same(compiled(x), m(x))
     Head.shape_of = lambda self, x: x.exp()
     _same(compiled(x), m(x))
+
+
+def test_explain_names_the_helper_and_the_container():
+    x = tj.randn(3)
+    traced = tj.trace(_calls_helper, (x,))
+    report = traced.explain()
+    assert "global _helper" in report and "the function _helper" in report
+    scale = [3.0]
+    traced = tj.trace(lambda t: t * scale[0], (x,))
+    assert "closure variable scale of" in traced.explain()
+    assert "holds [3.0]" in traced.explain()

@@ -3,13 +3,15 @@
 A trace is reused for a call only if every assumption its capture made still
 holds: each tensor input's type, dtype, rank, requires_grad and static sizes;
 the size relations recorded as shape guards; non-tensor arguments; Python
-scalars read from globals, closures and module attributes (and the contents of
-containers read there); the functions, tensors and modules read there, by identity. The checks are
-generated as straight-line Python source (a few microseconds per call).
+scalars read from globals, closures and module attributes, and the contents of
+containers read there; the functions, tensors and modules read there, by
+identity. The checks are generated as straight-line Python source (a few
+microseconds per call).
 """
 from __future__ import annotations
 
 import re
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +27,8 @@ MISSING = object()
 def _short(value) -> str:
     if isinstance(value, Tensor):
         return f"the tensor {value.dtype.short}{list(value.shape)} at {id(value):#x}"
+    if isinstance(value, types.FunctionType):
+        return f"the function {value.__qualname__} at {id(value):#x}"
     return f"the {type(value).__name__} object at {id(value):#x}"
 
 
