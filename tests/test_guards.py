@@ -5,6 +5,7 @@ autograd (hooks, random draws, inputs without a gradient path, autocast lists).
 Every test compares a compiled function against the same function run eagerly (or
 against PyTorch), after changing what the compiled one read.
 """
+import functools
 import types
 import warnings
 
@@ -449,3 +450,31 @@ def test_explain_names_the_helper_and_the_container():
     traced = tj.trace(lambda t: t * scale[0], (x,))
     assert "closure variable scale of" in traced.explain()
     assert "holds [3.0]" in traced.explain()
+
+
+_SCALE = [2.0]
+_INNER = tj.trace(lambda t: t * _SCALE[0], (tj.randn(3),))
+_PART = functools.partial(lambda t, s: t * s, s=2.0)
+
+
+def _calls_callables(x):
+    return _INNER(x).tanh() + _PART(x)
+
+
+def test_traced_functions_and_partials_read_from_outside_are_guarded():
+    global _INNER, _PART
+    x = tj.randn(3)
+    old = _INNER, _PART
+    try:
+        traced = tj.trace(_calls_callables, (x,))
+        _SCALE[0] = 5.0  # read by the inlined traced function
+        _same(traced(x), _calls_callables(x))
+        _PART.keywords["s"] = 7.0
+        _same(traced(x), _calls_callables(x))
+        _INNER = tj.trace(lambda t: t.exp(), (tj.randn(3),))
+        _same(traced(x), _calls_callables(x))
+        _PART = functools.partial(lambda t, s: t - s, s=2.0)
+        _same(traced(x), _calls_callables(x))
+    finally:
+        _INNER, _PART = old
+        _SCALE[0] = 2.0

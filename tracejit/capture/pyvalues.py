@@ -1,8 +1,8 @@
 """Python values a traced program depends on besides its arguments: scalars in
 its globals, closure cells and module attributes (compared by value), the
-tensors, modules and functions it reaches there (compared by identity: a
-reassigned global tensor, a swapped submodule or a replaced helper function is a
-different object), and the contents of lists, tuples and dicts it reaches there,
+tensors, modules, functions and other callables it reaches there (compared by
+identity: a reassigned global tensor, a swapped submodule or a replaced helper
+function is a different object; what a function runs is followed in turn), and the contents of lists, tuples and dicts it reaches there,
 nested ones included (compared as a whole: element by element, scalars by type
 and value, other objects by identity). Each is snapshot at trace time and checked
 on every call, so changing one never goes unnoticed.
@@ -143,6 +143,10 @@ def value_reads(what: str, getter: tuple, value, names=(), depth: int = 3,
         return out
     if type(value) in CONTAINERS:
         return [(what, getter, Contents(value))] + _inside(value, what, depth, seen, _NEST)
+    if callable(value) and not isinstance(value, types.ModuleType):
+        # another callable (a traced or scripted function, a partial, a bound method, a
+        # class): the same object, and what it runs reads in turn
+        return [(what, getter, value)] + _callable_reads(value, what, depth, seen)
     if isinstance(value, types.ModuleType) and not _library(value.__name__):
         out = [(what, getter, value)]
         attrs = vars(value)
@@ -150,6 +154,31 @@ def value_reads(what: str, getter: tuple, value, names=(), depth: int = 3,
             out += value_reads(f"{value.__name__}.{name}", ("attr", attrs, name), attrs[name],
                                (), depth, seen)
         return out
+    return []
+
+
+def _callable_reads(value, what: str, depth: int, seen) -> list:
+    import functools
+
+    from .trace import TracedFunction, TracedModule
+
+    _, module = _objects()
+    if isinstance(value, TracedModule):
+        return module_reads(value.module)
+    if isinstance(value, TracedFunction):  # inlined into the trace that calls it
+        return function_reads(value.fn, depth - 1, seen)
+    if isinstance(value, functools.partial):
+        return (value_reads(f"{what}.args", ("getattr", value, "args"), value.args) +
+                value_reads(f"{what}.keywords", ("getattr", value, "keywords"),
+                            value.keywords) +
+                _callable_reads(value.func, f"{what}.func", depth, seen))
+    if isinstance(value, types.MethodType):
+        out = function_reads(value.__func__, depth - 1, seen)
+        if isinstance(value.__self__, module):
+            out += module_reads(value.__self__)
+        return out
+    if isinstance(value, types.FunctionType) and not _library(value.__module__):
+        return function_reads(value, depth - 1, seen)
     return []
 
 
