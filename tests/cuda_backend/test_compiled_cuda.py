@@ -160,3 +160,24 @@ def test_a_scripted_per_sample_rnn_on_the_device():
         for g, h in zip(_grads(model), want_grads):
             np.testing.assert_allclose(g, h, rtol=1e-4, atol=1e-6)
     assert scripted.stats["compiles"] == 1
+
+
+def test_scripted_code_under_cuda_autocast_follows_eager_s_lists():
+    import tracejit.nn.functional as F
+
+    def ops(x, w, y):
+        h = x @ w
+        return (h, F.log_softmax(h, -1), F.softmax(h, -1), F.layer_norm(h, (5,)), h.sum(),
+                h.exp(), F.cross_entropy(h, y), F.mse_loss(h, h * 2))
+
+    x, w, y = tj.randn(4, 8).cuda(), tj.randn(8, 5).cuda(), tj.randint(0, 5, (4,)).cuda()
+    with tj.autocast("cuda", dtype=tj.float16):
+        want = ops(x, w, y)
+        scripted = tj.script(ops, backend="interpret")
+        scripted(x, w, y)
+        got = scripted(x, w, y)
+    assert [g.dtype for g in got] == [e.dtype for e in want]
+    assert want[0].dtype == tj.float16 and want[1].dtype == tj.float32
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g.cpu().numpy().astype(np.float64),
+                                   e.cpu().numpy().astype(np.float64), rtol=2e-3, atol=2e-3)

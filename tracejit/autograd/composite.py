@@ -114,6 +114,20 @@ def composite(name: str | None, *params: str, autocast: str | None = None):
             out._output_nr = 0
             return out
 
+        def cast_entry(inner):
+            """`inner` (the composition as script mode converts it) casting its arguments
+            on entry as the wrapper does: the same autocast lists in compiled code."""
+            if autocast is None:
+                return inner
+
+            @functools.wraps(inner)
+            def cast_then_run(*args, **kwargs):
+                if STATE.autocast is not None:
+                    args, kwargs = _autocast(autocast, where, args, kwargs)
+                return inner(*args, **kwargs)
+            return cast_then_run
+
         wrapper.composed = fn  # the composition itself (script mode converts it)
+        wrapper.cast_entry = cast_entry
         return wrapper
     return deco

@@ -85,6 +85,8 @@ class Node:
 
     def register_hook(self, fn) -> RemovableHandle:
         """fn(grad_inputs, grad_outputs) after this node runs."""
+        if STATE.capture is not None:  # a compiled backward would not call it
+            STATE.capture.unsupported("grad_fn.register_hook()")
         ex = self.extras()
         if ex.post_hooks is None:
             ex.post_hooks = {}

@@ -24,7 +24,7 @@ from ..ir.passes import PassManager, Stages
 from ..ir.verifier import verify as verify_graph
 from ..ir.passes.outputs import copy_aliased_outputs
 from ..ops import OPS
-from ..ops.registry import CREATION, ELEMENTWISE
+from ..ops.registry import CREATION, ELEMENTWISE, RANDOM
 from ..tensor.creation import zeros
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import FreshTensor, Tensor, _make
@@ -97,12 +97,17 @@ class BackwardTrace:
             entry = self._entry() if name is not None else None
             if entry is not None:
                 backward_cache.store(name, entry)
+        self.generators = random_generators(forward)  # (a replay draws what the call drew)
         self.fwd_bindings = [b for b in self.bindings if b[0] < self.n_in]
         self.fwd_runner = _runner(self.fwd_final, backend, self.fwd_bindings)
         self.bwd_runner = _runner(self.graph, backend, self.bindings)
 
     def _derive(self, forward: Graph, inputs: list, known) -> None:
-        joint, out_values, self.diff, self.float_outs, rec = _trace_joint(forward, inputs)
+        # the replay draws the forward's random numbers once more: the generators go back
+        # to where they were, so that the call's own forward part draws what eager would
+        with rng_kept(random_generators(forward)):
+            joint, out_values, self.diff, self.float_outs, self.reach, rec = _trace_joint(
+                forward, inputs)
         n_in = len(inputs)
         fwd_inputs = joint.inputs[:n_in]
         grad_inputs = joint.inputs[n_in:]
@@ -163,6 +168,7 @@ class BackwardTrace:
                 "forward_final": self.fwd_final, "backward_final": self.graph,
                 "forward_summary": self.fwd_stages.summary, "summary": self.stages.summary,
                 "n_outputs": self.n_outputs, "diff": self.diff, "float_outs": self.float_outs,
+                "reach": [[k, sorted(r)] for k, r in self.reach.items()],
                 "bindings": [list(b) for b in self.bindings], "guards": guards,
                 "forward_guards": fwd_guards}
 
@@ -179,6 +185,7 @@ class BackwardTrace:
         self.n_outputs = int(entry["n_outputs"])
         self.diff = [int(i) for i in entry["diff"]]
         self.float_outs = [int(k) for k in entry["float_outs"]]
+        self.reach = {int(k): frozenset(int(i) for i in r) for k, r in entry["reach"]}
         self.fwd_stages = Stages.from_summary(lambda: self.forward_graph,
                                               entry["forward_summary"], self._copy_outputs())
         self.fwd_final = entry["forward_final"]
@@ -216,6 +223,43 @@ class BackwardTrace:
         if not self.guards.check(*inputs, *grads):
             return None
         return self.bwd_runner(list(inputs) + grads + list(saved))
+
+
+def random_generators(graph: Graph) -> list:
+    """The generators the random ops of `graph` draw from (none if it has no random op)."""
+    from ..ops.creation import GENERATOR
+
+    found = []
+    for node in graph.walk():
+        if node.op in OPS and OPS[node.op].kind == RANDOM:
+            gen = node.attrs.get("generator") or GENERATOR
+            if all(gen is not g for g in found):
+                found.append(gen)
+    return found
+
+
+def rng_states(generators: list) -> list:
+    return [(g, g.rng, g.rng.bit_generator.state) for g in generators]
+
+
+class rng_kept:
+    """Run a block, then put `generators` back to the states they had before it."""
+
+    def __init__(self, generators: list, states: list | None = None):
+        self.before = rng_states(generators)
+        self.states = states  # states to run the block from (None: the current ones)
+
+    def __enter__(self):
+        for g, rng, state in self.states or ():
+            g.rng = rng
+            rng.bit_generator.state = state
+        return self
+
+    def __exit__(self, *exc):
+        for g, rng, state in self.before:
+            g.rng = rng
+            rng.bit_generator.state = state
+        return False
 
 
 def _runner(graph: Graph, backend: str, bindings: list):
@@ -262,6 +306,7 @@ def _trace_joint(forward: Graph, inputs: list):
                 rec.add_input(g, f"grad_out{k}", "arg", symbolic=True,
                               like=rec.value_of(outs[k]).shape)
             STATE.capture = rec
+            reach = {k: _inputs_reached(outs[k], xs) for k in float_outs}
             pairs = [(outs[k], g) for k, g in zip(float_outs, gs) if outs[k].requires_grad]
             grads = autograd_grad([o for o, _ in pairs], [xs[i] for i in diff],
                                   [g for _, g in pairs], allow_unused=True) if pairs else []
@@ -276,7 +321,29 @@ def _trace_joint(forward: Graph, inputs: list):
     out_values = [rec.value_of(o) for o in outs]
     rec.graph.outputs = [rec.value_of(g) for g in grads]
     rec.canonicalize_sizes()
-    return rec.graph, out_values, diff, float_outs, rec
+    return rec.graph, out_values, diff, float_outs, reach, rec
+
+
+def _inputs_reached(out: Tensor, xs: list) -> frozenset:
+    """The inputs whose gradients eager autograd computes from `out`'s: those its graph
+    leads to. An input that reaches only outputs a backward leaves without a gradient
+    keeps `.grad` None, as in eager, rather than getting zeros."""
+    held = [(x._grad_accumulator(), i) for i, x in enumerate(xs) if x.requires_grad]
+    accs = {id(acc): i for acc, i in held}  # (held: ids of live nodes only)
+    found = {i for i, x in enumerate(xs) if x is out}
+    if out.grad_fn is None:
+        return frozenset(found)
+    seen, stack = {out.grad_fn}, [out.grad_fn]
+    while stack:
+        for edge in stack.pop()._edges:
+            child = edge[0] if edge is not None else None
+            if child is None or child in seen:
+                continue
+            seen.add(child)
+            if id(child) in accs:
+                found.add(accs[id(child)])
+            stack.append(child)
+    return frozenset(found)
 
 
 _RELATIONS = {"==": lambda a, b: a == b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
@@ -404,7 +471,7 @@ class TracedCallBackward(Node):
     """One traced call as one autograd node: the forward part has run, `apply` runs the
     compiled backward part (or replays the forward differentiably under create_graph)."""
 
-    __slots__ = ("bt", "trace", "inputs", "versions", "saved", "out_meta")
+    __slots__ = ("bt", "trace", "inputs", "versions", "saved", "out_meta", "rng")
 
     @property
     def num_outputs(self) -> int:
@@ -422,19 +489,32 @@ class TracedCallBackward(Node):
                     f"by an inplace operation: {what} of a traced call of "
                     f"{self.trace.graph.name} is at version {c[0]}; expected version {v} "
                     "instead.")
+        bt, stats = self.bt, self.trace.stats
+        unreached = ()
         if any(g is None for g in grads):
+            # inputs that only reach outputs no gradient came to: None, as in eager
+            live = set()
+            for k in bt.float_outs:
+                if grads[k] is not None:
+                    live |= bt.reach[k]
+            unreached = [j for j, i in enumerate(bt.diff) if i not in live]
             grads = [g if g is not None else zeros(*shape, dtype=dtype)
                      for g, (shape, dtype) in zip(grads, self.out_meta)]
-        bt, stats = self.bt, self.trace.stats
         result = None
         if not STATE.grad_enabled:  # create_graph replays instead, differentiably
             result = bt.run_backward(inputs, self.saved, grads)
         if result is None:
-            result = self.trace.replay_gradients(inputs, grads, bt.diff)
+            # the replayed forward draws the random numbers the call's forward drew
+            with rng_kept(bt.generators, self.rng):
+                result = self.trace.replay_gradients(inputs, grads, bt.diff)
             stats["backward_replays"] += 1
         else:
             stats["backward_kernels"] += 1
             _mark_fresh(result, inputs + grads + self.saved)
+        if unreached:
+            result = list(result)
+            for j in unreached:
+                result[j] = None
         return result
 
     def release(self):
@@ -452,6 +532,7 @@ def _shares_memory(t: Tensor, saved: list) -> bool:
 
 def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
     """Run the forward part of `bt` and give its float outputs one autograd node."""
+    rng = rng_states(bt.generators) if bt.generators else None
     outs, saved = bt.run_forward(inputs)
     node = TracedCallBackward(tuple(_edge(inputs[i]) for i in bt.diff))
     # the versions backward checks: of the inputs it reads (itself or through a saved
@@ -468,7 +549,7 @@ def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
             saved[k] = _make(t._data)
             saved[k]._vc = c
     node.bt, node.trace, node.inputs, node.saved = bt, trace, inputs, saved
-    node.versions = versions
+    node.versions, node.rng = versions, rng
     node.out_meta = [(o._data.shape, o.dtype) for o in outs]
     for nr in bt.float_outs:
         o = outs[nr]

@@ -3,12 +3,15 @@
 A trace is reused for a call only if every assumption its capture made still
 holds: each tensor input's type, dtype, rank, requires_grad and static sizes;
 the size relations recorded as shape guards; non-tensor arguments; Python
-scalars read from globals, closures and module attributes. The checks are
-generated as straight-line Python source (a few microseconds per call).
+scalars read from globals, closures and module attributes, and the contents of
+containers read there; the functions, tensors and modules read there, by
+identity. The checks are generated as straight-line Python source (a few
+microseconds per call).
 """
 from __future__ import annotations
 
 import re
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +19,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..ir.symbolic import symbols_in
 from ..tensor.tensor import Tensor
-from .pyvalues import SCALARS
+from .pyvalues import SCALARS, Contents, same
 
 MISSING = object()
 
@@ -24,6 +27,8 @@ MISSING = object()
 def _short(value) -> str:
     if isinstance(value, Tensor):
         return f"the tensor {value.dtype.short}{list(value.shape)} at {id(value):#x}"
+    if isinstance(value, types.FunctionType):
+        return f"the function {value.__qualname__} at {id(value):#x}"
     return f"the {type(value).__name__} object at {id(value):#x}"
 
 
@@ -115,6 +120,8 @@ class EntryGuards:
             ns[f"H{k}"], ns[f"V{k}"] = holder, value
             if kind == "cell":
                 get = f"H{k}.cell_contents"
+            elif kind == "getattr":  # a function's defaults, a class's forward
+                get = f"getattr(H{k}, {name!r}, MISSING)"
             elif kind == "item" and not isinstance(holder, dict):  # a list element
                 get = f"(H{k}[{name}] if len(H{k}) > {name} else MISSING)"
             else:
@@ -122,7 +129,10 @@ class EntryGuards:
             if isinstance(value, SCALARS):
                 self._add(lines, f"type({get}) is type(V{k}) and {get} == V{k}",
                           Guard(f"{what} == {value!r}"))
-            else:  # a tensor or module read from outside: the same object
+            elif isinstance(value, Contents):  # a container: what it holds now
+                ns["SAME"], ns[f"V{k}"] = same, value.snapshot
+                self._add(lines, f"SAME({get}, V{k})", Guard(f"{what} holds {value.shown}"))
+            else:  # a tensor, module or function read from outside: the same object
                 self._add(lines, f"{get} is V{k}", Guard(f"{what} is {_short(value)}"))
         params = ", ".join([f"a{i}" for i in range(n_inputs)] +
                            [f"p{i}" for i in range(n_args)])

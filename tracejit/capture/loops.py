@@ -26,6 +26,7 @@ from ..autograd.node import FREED_MESSAGE, Node
 from ..ir.graph import Value
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import Tensor, _make
+from .autodiff import random_generators, rng_kept, rng_states
 
 
 class Plan:
@@ -71,11 +72,12 @@ class LoopTape:
     array computed inside the loop, or the one of the loop's inputs from outside that
     holds it (the node's k-th input, key -1 - k)."""
 
-    __slots__ = ("plans", "records", "produced", "inputs", "input_keys", "_plans")
+    __slots__ = ("plans", "records", "produced", "inputs", "input_keys", "_plans", "rngs")
 
     def __init__(self):
         self.plans: list = []     # per call: its Plan
         self.records: list = []   # per call: (input arrays, result arrays, outside bits)
+        self.rngs: dict = {}      # call -> (generators, their states before it drew)
         self.produced: set = set()  # ids of computed arrays that carry a gradient
         self.inputs: list = []    # tensors from outside the loop that get gradients
         self.input_keys: dict = {}  # id(array of an input from outside) -> its key
@@ -91,6 +93,8 @@ class LoopTape:
                 STATE.grad_enabled = prev
         bt = seg.backward_trace(ins)
         plan = self._plans.get((id(seg), id(bt)))
+        gens = _generators(seg)
+        rng = rng_states(gens) if gens else None  # a replay redraws what this call draws
         if bt is not None:
             results = bt.fwd_runner(ins)
             if plan is None:
@@ -122,6 +126,8 @@ class LoopTape:
             produced.add(id(o._data))
         self.plans.append(plan)
         self.records.append((arrays, tuple([r._data for r in results]), outside))
+        if rng is not None:
+            self.rngs[len(self.records) - 1] = (gens, rng)
         return results[:plan.n_outputs]
 
     def close(self, loop_inputs: list, results: list) -> None:
@@ -146,7 +152,7 @@ class LoopTape:
         read = tensors(loop_inputs, [], set(), lambda t: id(t._data) not in produced)
         inputs = self.inputs
         node = ScriptLoopBackward(tuple(_edge(t) for t in inputs))
-        node.plans, node.records = self.plans, self.records
+        node.plans, node.records, node.rngs = self.plans, self.records, self.rngs
         node.inputs, node.input_keys, node.outputs = inputs, self.input_keys, outputs
         node.n_read = len(read)
         node.versions = [(counter(t), t._vc[0]) for t in read + outputs]
@@ -158,7 +164,7 @@ class LoopTape:
 class ScriptLoopBackward(Node):
     """The backward of one executed loop of a script graph (see the module docstring)."""
 
-    __slots__ = ("plans", "records", "inputs", "input_keys", "outputs", "n_read",
+    __slots__ = ("plans", "records", "rngs", "inputs", "input_keys", "outputs", "n_read",
                  "versions", "out_meta")
 
     @property
@@ -182,19 +188,22 @@ class ScriptLoopBackward(Node):
             if g is not None:
                 acc.add(id(t._data), g)
         keys = self.input_keys
-        for plan, (ins, results, outside) in zip(reversed(self.plans),
-                                                 reversed(self.records)):
+        last = len(self.records) - 1
+        for back, (plan, (ins, results, outside)) in enumerate(zip(reversed(self.plans),
+                                                                   reversed(self.records))):
             out_grads = [None] * plan.n_outputs
-            live = False
+            live = []
             for k in plan.float_outs:
                 g = acc.pop(id(results[k]))
                 if g is not None:
-                    live = True
+                    live.append(k)
                 else:
                     g = _make(np.zeros(results[k].shape, results[k].dtype))
                 out_grads[k] = g
             if not live:
                 continue
+            # inputs only outputs without a gradient reach get none (not zeros), as in eager
+            unreached = _unreached(plan.bt, live)
             tensors = [_make(a) for a in ins]
             saved = [_make(a) for a in results[plan.n_outputs:]]
             stats, bt = plan.seg.stats, plan.bt
@@ -204,21 +213,26 @@ class ScriptLoopBackward(Node):
                 stats["backward_kernels"] += 1
                 now, factors = got
                 for j, g in now:
+                    if plan.diff[j] in unreached:
+                        continue
                     a = id(ins[plan.diff[j]])
                     acc.add(keys.get(a, a), g)
                 for j, form, parts in factors:
+                    if plan.diff[j] in unreached:
+                        continue
                     sums.add(keys[id(ins[plan.diff[j]])], form, parts)
                 continue
             result = bt.run_backward(tensors, saved, out_grads) if bt is not None else None
             if result is None:
                 for i in plan.diff:
                     tensors[i]._rg = True
-                result = plan.seg.replay_gradients(tensors, out_grads, plan.diff)
+                with rng_kept(*self.rngs.get(last - back, ((), None))):
+                    result = plan.seg.replay_gradients(tensors, out_grads, plan.diff)
                 stats["backward_replays"] += 1
             else:
                 stats["backward_kernels"] += 1
             for i, g in zip(plan.diff, result):
-                if g is not None:
+                if g is not None and i not in unreached:
                     a = id(ins[i])
                     acc.add(keys.get(a, a), g)
         sums.finish(acc)
@@ -238,7 +252,7 @@ class ScriptLoopBackward(Node):
                      for k, t in enumerate(self.inputs)}
             interpreters: dict = {}
             keys = self.input_keys
-            for plan, (ins, results, _) in zip(self.plans, self.records):
+            for call, (plan, (ins, results, _)) in enumerate(zip(self.plans, self.records)):
                 args = [names.get(keys.get(id(a), id(a))) for a in ins]
                 args = [n if n is not None else _make(a) for n, a in zip(args, ins)]
                 seg = plan.seg
@@ -246,17 +260,38 @@ class ScriptLoopBackward(Node):
                 if interp is None:
                     interp = interpreters[id(seg)] = Interpreter(seg.graph)
                 env = {sym: args[i]._data.shape[d] for i, d, sym in seg.bindings}
-                for a, n in zip(results, interp.run(args, env)):
+                with rng_kept(*self.rngs.get(call, ((), None))):  # the call's draws
+                    replayed = interp.run(args, env)
+                for a, n in zip(results, replayed):
                     names[id(a)] = n
             outs = [names[id(t._data)] for t in self.outputs]
             pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
             return tuple(autograd_grad([o for o, _ in pairs],
                                        [names[-1 - k] for k in range(len(self.inputs))],
                                        [g for _, g in pairs], create_graph=True,
-                                       allow_unused=True, materialize_grads=True))
+                                       allow_unused=True))  # no path: None, as in eager
 
     def release(self):
         self.plans = self.records = self.inputs = self.input_keys = self.outputs = None
+        self.rngs = None
+
+
+def _generators(seg) -> list:
+    """The random generators a segment's graph draws from (found once per segment)."""
+    gens = seg.__dict__.get("_generators")
+    if gens is None:
+        gens = seg._generators = random_generators(seg.graph)
+    return gens
+
+
+def _unreached(bt, live: list) -> frozenset:
+    """The differentiated inputs of `bt` that none of the outputs in `live` reaches."""
+    if bt is None:
+        return frozenset()
+    reached = set()
+    for k in live:
+        reached |= bt.reach[k]
+    return frozenset(i for i in bt.diff if i not in reached)
 
 
 class _Accumulator:

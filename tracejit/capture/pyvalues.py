@@ -1,14 +1,24 @@
 """Python values a traced program depends on besides its arguments: scalars in
-its globals, closure cells and module attributes (compared by value), and the
-tensors and modules it reaches there (compared by identity: a reassigned global
-tensor or a swapped submodule is a different object). Each is snapshot at trace
-time and checked on every call, so changing one never goes unnoticed.
+its globals, closure cells and module attributes (compared by value), the
+tensors, modules, functions and other callables it reaches there (compared by
+identity: a reassigned global tensor, a swapped submodule or a replaced helper
+function is a different object; what a function runs is followed in turn), and the contents of lists, tuples and dicts it reaches there,
+nested ones included (compared as a whole: element by element, scalars by type
+and value, other objects by identity). Each is snapshot at trace time and checked
+on every call, so changing one never goes unnoticed.
 """
 from __future__ import annotations
 
+import sys
 import types
 
 SCALARS = (int, float, bool, str, type(None))
+CONTAINERS = (list, tuple, dict)
+_NEST = 8  # containers nested deeper than this are compared by identity only
+# modules whose attributes are taken as fixed: the library's own, numpy's, the standard
+# library's (their attributes read through a global, `np.pi` or `F.relu`, are not guarded)
+_LIBRARIES = frozenset({"tracejit", "numpy", "numba", "torch", "scipy"}) | frozenset(
+    getattr(sys, "stdlib_module_names", ()))
 
 
 def _objects():
@@ -25,86 +35,219 @@ def _code_objects(code):
             yield from _code_objects(c)
 
 
+def _library(module_name) -> bool:
+    return (module_name or "").split(".")[0] in _LIBRARIES
+
+
+class Contents:
+    """What a list, tuple or dict held when traced, compared as a whole at each call
+    (`same`): it may be changed in place, where its identity stays the same."""
+
+    __slots__ = ("snapshot", "shown")
+
+    def __init__(self, value):
+        self.snapshot = _snapshot(value, _NEST)
+        self.shown = _shown(value)
+
+
+def _snapshot(value, nest: int):
+    if type(value) in SCALARS:
+        return ("s", type(value), value)
+    if type(value) in CONTAINERS and nest > 0:
+        if type(value) is dict:
+            return ("d", tuple(value), tuple(_snapshot(v, nest - 1) for v in value.values()))
+        return ("c", type(value), tuple(_snapshot(v, nest - 1) for v in value))
+    return ("o", value)
+
+
+def same(value, snap) -> bool:
+    """`value` holds what `snap` (a Contents snapshot) recorded: the same types, lengths,
+    keys in the same order, equal scalars (NaN equal to NaN), identical other objects."""
+    tag = snap[0]
+    if tag == "s":
+        return type(value) is snap[1] and (value == snap[2] or (
+            value != value and snap[2] != snap[2]))
+    if tag == "o":
+        return value is snap[1]
+    if tag == "d":
+        if type(value) is not dict or len(value) != len(snap[1]) or tuple(value) != snap[1]:
+            return False
+        return all(same(v, s) for v, s in zip(value.values(), snap[2]))
+    if type(value) is not snap[1] or len(value) != len(snap[2]):
+        return False
+    return all(same(v, s) for v, s in zip(value, snap[2]))
+
+
+def _shown(value) -> str:
+    text = repr(value) if not _has_tensors(value) else f"{type(value).__name__} of " \
+        f"{len(value)}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _has_tensors(value) -> bool:
+    tensor, module = _objects()
+    items = value.values() if isinstance(value, dict) else value
+    return any(isinstance(v, (tensor, module)) or (type(v) in CONTAINERS and _has_tensors(v))
+               for v in items)
+
+
 def function_reads(fn, depth: int = 3, seen=None) -> list:
-    """[(description, getter, value)] for scalar globals and closure cells `fn` reads,
+    """[(description, getter, value)] for the globals and closure cells `fn` reads,
     following calls to other plain Python functions up to `depth` levels."""
     seen = set() if seen is None else seen
     fn = getattr(fn, "__func__", fn)
     if not isinstance(fn, types.FunctionType) or fn in seen or depth < 0:
         return []
     seen.add(fn)
-    tensor, module = _objects()
     out = []
     g = fn.__globals__
     names = {n for code in _code_objects(fn.__code__) for n in code.co_names}
     for name in sorted(names):
-        if name not in g:
-            continue
-        value = g[name]
-        if isinstance(value, SCALARS + (tensor, module)):
-            out.append((f"global {name} in {fn.__module__}", ("global", g, name), value))
-            if isinstance(value, module):
-                out += module_reads(value, f"{name}.")
-        elif _holds_tensors(value, tensor, module):
-            out.append((f"global {name} in {fn.__module__}", ("global", g, name), value))
-            out += _element_reads(value, f"global {name}", tensor, module)
-        elif isinstance(value, types.FunctionType):
-            out += function_reads(value, depth - 1, seen)
+        if name in g:
+            out += value_reads(f"global {name} in {fn.__module__}", ("global", g, name),
+                               g[name], names, depth, seen)
     if fn.__closure__:
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
             try:
                 value = cell.cell_contents
             except ValueError:
                 continue
-            if isinstance(value, SCALARS + (tensor, module)):
-                out.append((f"closure variable {name} of {fn.__qualname__}",
-                            ("cell", cell, None), value))
-                if isinstance(value, module):
-                    out += module_reads(value, f"{name}.")
-            elif _holds_tensors(value, tensor, module):
-                out.append((f"closure variable {name} of {fn.__qualname__}",
-                            ("cell", cell, None), value))
-                out += _element_reads(value, f"closure variable {name}", tensor, module)
-            elif isinstance(value, types.FunctionType):
-                out += function_reads(value, depth - 1, seen)
+            out += value_reads(f"closure variable {name} of {fn.__qualname__}",
+                               ("cell", cell, None), value, names, depth, seen)
+    # defaults are read when an argument is left out; a mutable one can change in place
+    for attr in ("__defaults__", "__kwdefaults__"):
+        if getattr(fn, attr) and not _library(fn.__module__):
+            out.append((f"{attr} of {fn.__qualname__}", ("getattr", fn, attr),
+                        Contents(getattr(fn, attr))))
     return out
 
 
-def _holds_tensors(value, tensor, module) -> bool:
-    """A list, tuple or dict with tensors or modules in it (a list of weights)."""
-    items = value.values() if isinstance(value, dict) else value if isinstance(
-        value, (list, tuple)) else ()
-    return any(isinstance(v, (tensor, module)) for v in items)
+def value_reads(what: str, getter: tuple, value, names=(), depth: int = 3,
+                seen=None) -> list:
+    """The guards for one value a program reads through `getter`: a scalar by value; a
+    tensor, module or function by identity (a module's attributes and a function's own
+    reads follow); a container by its contents; a Python module of the user's by
+    identity and the attributes among `names` (the names the reading code uses)."""
+    tensor, module = _objects()
+    if isinstance(value, SCALARS + (tensor, module)):
+        out = [(what, getter, value)]
+        if isinstance(value, module):
+            out += module_reads(value, f"{what}.")
+        return out
+    if isinstance(value, types.FunctionType):
+        # the function itself: replacing a helper after compiling is a miss, never the
+        # old code; the library's own functions are taken as they are
+        out = [(what, getter, value)]
+        if not _library(value.__module__):
+            out += function_reads(value, depth - 1, seen)
+        return out
+    if type(value) in CONTAINERS:
+        return [(what, getter, Contents(value))] + _inside(value, what, depth, seen, _NEST)
+    if callable(value) and not isinstance(value, types.ModuleType):
+        # another callable (a traced or scripted function, a partial, a bound method, a
+        # class): the same object, and what it runs reads in turn
+        return [(what, getter, value)] + _callable_reads(value, what, depth, seen)
+    if isinstance(value, types.ModuleType) and not _library(value.__name__):
+        out = [(what, getter, value)]
+        attrs = vars(value)
+        for name in sorted(n for n in names if n in attrs):
+            out += value_reads(f"{value.__name__}.{name}", ("attr", attrs, name), attrs[name],
+                               (), depth, seen)
+        return out
+    return []
 
 
-def _element_reads(value, label: str, tensor, module) -> list:
-    """Each element of a list/tuple/dict (by value or identity): replacing one is seen."""
-    pairs = value.items() if isinstance(value, dict) else enumerate(value)
+def _callable_reads(value, what: str, depth: int, seen) -> list:
+    import functools
+
+    from .trace import TracedFunction, TracedModule
+
+    _, module = _objects()
+    if isinstance(value, TracedModule):
+        return module_reads(value.module)
+    if isinstance(value, TracedFunction):  # inlined into the trace that calls it
+        return function_reads(value.fn, depth - 1, seen)
+    if isinstance(value, functools.partial):
+        return (value_reads(f"{what}.args", ("getattr", value, "args"), value.args) +
+                value_reads(f"{what}.keywords", ("getattr", value, "keywords"),
+                            value.keywords) +
+                _callable_reads(value.func, f"{what}.func", depth, seen))
+    if isinstance(value, types.MethodType):
+        out = function_reads(value.__func__, depth - 1, seen)
+        if isinstance(value.__self__, module):
+            out += module_reads(value.__self__)
+        return out
+    if isinstance(value, types.FunctionType) and not _library(value.__module__):
+        return function_reads(value, depth - 1, seen)
+    return []
+
+
+def _inside(value, label: str, depth: int, seen, nest: int) -> list:
+    """What a container's modules and functions read in turn (their identity is part of
+    the container's contents)."""
+    tensor, module = _objects()
     out = []
+    pairs = value.items() if isinstance(value, dict) else enumerate(value)
     for key, v in pairs:
-        if isinstance(v, SCALARS + (tensor, module)):
-            out.append((f"{label}[{key!r}]", ("item", value, key), v))
-            if isinstance(v, module):
-                out += module_reads(v, f"{label}[{key!r}].")
+        where = f"{label}[{key!r}]"
+        if isinstance(v, module):
+            out += module_reads(v, f"{where}.")
+        elif isinstance(v, types.FunctionType) and not _library(v.__module__):
+            out += function_reads(v, depth - 1, seen)
+        elif type(v) in CONTAINERS and nest > 1:
+            out += _inside(v, where, depth, seen, nest - 1)
     return out
 
 
 def module_reads(module, label: str = "",
                  stores: tuple = ("_modules", "_parameters", "_buffers")) -> list:
     """Scalar attributes of a module and its submodules (`training` included), its plain
-    tensor attributes and what `stores` hold (by identity). A traced module reads its own
-    parameters anew at every call, so it guards only its submodules."""
+    tensor attributes and what `stores` hold (by identity), the contents of list, tuple
+    and dict attributes, functions kept as attributes (by identity) and the `forward` of
+    the user's module classes. A traced module reads its own parameters anew at every
+    call, so it guards only its submodules."""
     tensor, _ = _objects()
     out = []
+    seen: set = set()
     for prefix, m in module.named_modules():
         where = f"{label}{prefix}." if prefix else label
         for name, value in vars(m).items():
-            if isinstance(value, SCALARS + (tensor,)) and not name.startswith("__"):
-                out.append((f"module attribute {where}{name}", ("attr", m.__dict__, name),
-                            value))
+            if name.startswith("__"):
+                continue
+            what = f"module attribute {where}{name}"
+            if isinstance(value, SCALARS + (tensor,)):
+                out.append((what, ("attr", m.__dict__, name), value))
+            elif type(value) in CONTAINERS:
+                out.append((what, ("attr", m.__dict__, name), Contents(value)))
+                out += _inside(value, what, 2, seen, _NEST)
+            elif isinstance(value, (types.FunctionType, types.MethodType)):
+                out.append((what, ("attr", m.__dict__, name), value))
+                out += function_reads(value, 2, seen)
         for store in stores:
             for name, value in getattr(m, store).items():
                 out.append((f"module attribute {where}{name}", ("attr", getattr(m, store),
                                                                name), value))
-        out += function_reads(type(m).forward, depth=2)
+        forward = type(m).forward
+        if not _library(type(m).__module__):
+            out += _method_reads(type(m), m, seen)
+        out += function_reads(forward, depth=2, seen=seen)
+    return out
+
+
+def _method_reads(cls, m, seen) -> list:
+    """`forward` and the methods it calls (`self.helper(x)`, transitively) on a module
+    class of the user's, by identity: a method replaced on the class is a miss."""
+    out, todo, done = [], ["forward"], set()
+    while todo:
+        name = todo.pop()
+        if name in done or name in vars(m):
+            continue
+        done.add(name)
+        fn = getattr(cls, name, None)
+        if not isinstance(fn, types.FunctionType):
+            continue
+        out.append((f"{cls.__qualname__}.{name}", ("getattr", cls, name), fn))
+        if name != "forward":
+            out += function_reads(fn, depth=2, seen=seen)
+        todo += sorted({n for code in _code_objects(fn.__code__) for n in code.co_names})
     return out

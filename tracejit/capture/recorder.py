@@ -303,7 +303,8 @@ class Recorder:
         """Called for things a trace cannot replay."""
         if what.startswith("backward") and self.allow_backward:
             return
-        self.abort(f"{what} inside a traced function is not captured by tj.trace")
+        self.abort(f"{what} inside a traced function is not captured by tj.trace (at "
+                   f"{user_frame()})")
 
     def abort(self, reason: str, final: bool = True) -> None:
         """Stop recording: the rest of this call runs purely eagerly (each side effect

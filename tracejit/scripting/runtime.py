@@ -199,8 +199,11 @@ def converted(fn):
 
     if not isinstance(fn, types.FunctionType):
         return None
-    # a composite's wrapper (autograd/composite.py) runs its composition while capturing
-    fn = getattr(fn, "composed", fn)
+    # a composite's wrapper (autograd/composite.py) runs its composition while capturing,
+    # after the autocast casts its category asks for
+    if hasattr(fn, "composed"):
+        inner = converted(fn.composed)
+        return None if inner is None else fn.cast_entry(inner)
     hit = _CONVERTED.get(fn, _MISSING)
     if hit is not _MISSING:
         return hit

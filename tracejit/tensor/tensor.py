@@ -332,6 +332,8 @@ class Tensor:
         """Keep `.grad` for a non-leaf tensor after backward."""
         if not self._rg:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if STATE.capture is not None:  # a trace's backward keeps no intermediate's .grad
+            STATE.capture.unsupported("retain_grad() (call it outside, on an output)")
         if self.grad_fn is None or getattr(self, "_retains", False):
             return
         self._retains = True
@@ -343,12 +345,17 @@ class Tensor:
         if not self._rg or self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
                                "tensors or tensors that do not require grad")
+        if STATE.capture is not None:
+            STATE.capture.unsupported("register_post_accumulate_grad_hook()")
         return self._grad_accumulator(keep=True).register_hook(hook)
 
     def register_hook(self, hook):
         """hook(grad) -> Tensor or None, called with this tensor's gradient; returns a handle."""
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if STATE.capture is not None:  # a compiled backward would not call it
+            STATE.capture.unsupported("register_hook() (register hooks outside it, on an "
+                                      "input or an output)")
         if self.grad_fn is None:
             return self._grad_accumulator(keep=True).add_tensor_hook(0, hook)
         return self.grad_fn.add_tensor_hook(self._output_nr, hook)
