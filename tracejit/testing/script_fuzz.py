@@ -19,6 +19,7 @@ from __future__ import annotations
 import linecache
 import random
 import re
+import symtable
 import textwrap
 import warnings
 from dataclasses import dataclass, field
@@ -35,11 +36,15 @@ CONSTRUCTS = {
     "while": "while on an int counter, or on a tensor value (capped)",
     "break": "if ...: break inside a loop",
     "continue": "if ...: continue inside a loop",
+    "nested_exit": "break or continue inside an if inside an if of the loop body",
     "return": "an early return inside an if at the top level",
+    "int_output": "an int (n, a counter) among the outputs",
+    "alias": "copies written x * 1.0, and the input x itself among the outputs",
     "nested_return": "an early return inside an if inside an if",
     "if_tensor": "if/else on a tensor value (x.sum() > 0)",
     "if_int": "if/else on an int (n, a loop index, a counter)",
-    "int_arith": "ints changed with +, *, //, % (negative operands too) and read by tensors",
+    "int_arith": "ints changed with +, *, //, % (negative operands too)",
+    "int_tensor": "an int (n, a loop index, a counter) as a number in tensor arithmetic",
     "float_index": "float arithmetic with a loop index or int (i * 0.25 + x)",
     "list": "lists of tensors: append in loops, index, stack, cat, len",
     "list_setitem": "item assignment in a list of tensors (xs[0] = ...)",
@@ -61,6 +66,18 @@ ALL = frozenset(CONSTRUCTS)
 # known bug classes in script mode today (construct -> symptom): switched off by default
 # so that the rest is fuzzed; `fuzz(..., constructs=ALL)` turns them back on
 KNOWN_BUGGY = {
+    "float_index": "float arithmetic with a size symbol raises TypeError (float * SymInt)",
+    "int_tensor": "tensor * (k % 3 + 1) in a loop raises TypeError (float * SymInt); "
+                  "numba: NameError 'u0'",
+    "scripted_helper": "a scripted helper's `k: int` rejects the SymInt a scripted caller "
+                       "passes (TypeError)",
+    "nested_exit": "a break in an if nested in an if of a loop body, statements after it: "
+                   "IndexError in or_()",
+    "alias": "an output that is (eagerly) the input comes back as a copy, and a copy "
+             "x * 1.0 that a branch or loop carries comes back as the input itself",
+    "int_output": "an int output comes back as a SymInt",
+    "out_setitem": "out[i] = ... in a loop with a branch loses requires_grad / gradients",
+    "list_setitem": "an item assignment in a list after a loop is dropped on later calls",
     "index_after_loop": "the index read after a loop keeps its pre-loop value",
     "loop_local_after": "a variable assigned only inside a loop is `<undefined last>`",
     "side_effect": "Python side effects are skipped after the first compile",
@@ -108,8 +125,11 @@ class _Gen:
         self.ifs = 0            # enclosing ifs (for nested returns)
         self.count = 0
         self.used: set[str] = set()
-        self.ret = ["row", rng.choice(["row", "scalar"])] + (["int"] if rng.random() < 0.5
-                                                             else [])
+        self.ret = ["row", rng.choice(["row", "scalar"])]
+        if self.can("int_output") and rng.random() < 0.5:
+            self.ret.append("int")
+        # a copy the passes may fold into its operand: an output must still be a new tensor
+        self.copy = " * 1.0" if self.can("alias") else " * 1.5"
 
     # ---- bookkeeping -----------------------------------------------------------------
     def new(self, prefix: str) -> str:
@@ -145,6 +165,12 @@ class _Gen:
         rows = self.visible("row")
         return self.rng.choice(rows[-3:] if len(rows) > 3 else rows)
 
+    def held(self) -> str:
+        """A row to return or keep in a list: the input x itself only where outputs that
+        are inputs (aliasing) are fuzzed."""
+        rows = [v for v in self.visible("row") if v != "x" or self.can("alias")]
+        return self.rng.choice(rows[-3:]) if rows else f"x{self.copy}"
+
     def int_(self) -> str:
         return self.rng.choice(self.visible("int"))
 
@@ -164,7 +190,7 @@ class _Gen:
             forms.append(f"HP({a})")
         if self.can("scripted_helper"):
             forms.append(f"HS({a}, {self.int_()})")
-        if self.can("int_arith"):
+        if self.can("int_tensor"):
             k = self.int_()
             forms += [f"{a} * ({k} % 3 + 1)", f"{a} + {k}"]
         if self.can("float_index"):
@@ -173,11 +199,11 @@ class _Gen:
         expr = r.choice(forms)
         for tag, marks in (("global", (" * G", " + GT")), ("closure", (" * C",)),
                            ("helper", ("HP(",)), ("scripted_helper", ("HS(",)),
-                           ("int_arith", ("% 3 + 1)",)), ("float_index", ("* 0.25", "/ 4)"))):
+                           ("int_tensor", ("% 3 + 1)",)), ("float_index", ("* 0.25", "/ 4)"))):
             if any(m in expr for m in marks):
                 self.use(tag)
-        if self.can("int_arith") and re.search(r"\+ [kijn][0-9]*$", expr):
-            self.use("int_arith")
+        if re.search(r"\+ [kijn][0-9]*$", expr):
+            self.use("int_tensor")
         return expr
 
     def tensor_cond(self) -> str:
@@ -211,7 +237,7 @@ class _Gen:
         parts = []
         for kind in self.ret:
             if kind == "row":
-                parts.append(self.row())
+                parts.append(self.held())
             elif kind == "scalar":
                 parts.append(f"{self.row()}.sum()")
             else:
@@ -233,9 +259,10 @@ class _Gen:
             kinds += [k for k in ("for", "while") if self.can(k)] * 2
         if self.can("int_arith"):
             kinds.append("int")
-        if self.loops and self.can("break"):
+        exits = self.loops and (self.ifs == self.loops[-1]["ifs"] or self.can("nested_exit"))
+        if exits and self.can("break"):
             kinds.append("break")
-        if self.loops and self.can("continue"):
+        if exits and self.can("continue"):
             kinds.append("continue")
         if not self.loops and self.can("return") and (self.ifs == 0 or
                                                       self.can("nested_return")):
@@ -255,7 +282,7 @@ class _Gen:
         v = self.rng.choice(rows)
         if v == "x":
             v = self.new("h")
-            self.emit(f"{v} = x * 1.0")
+            self.emit(f"{v} = x{self.copy}")
             self.define("row", v)
             return
         self.emit(f"{v} = {self.row_expr()}")
@@ -299,15 +326,20 @@ class _Gen:
         self.emit(f"return {self.ret_tuple()}")
         self.close()
 
+    def _exit_used(self, kind: str) -> None:
+        self.use(kind)
+        if self.ifs > self.loops[-1]["ifs"]:
+            self.use("nested_exit")
+
     def s_break(self) -> None:
-        self.use("break")
+        self._exit_used("break")
         self.open(f"if {self.cond()}:")
         self.emit("break")
         self.close()
 
     def s_continue(self) -> None:
-        self.use("continue")
         loop = self.loops[-1]
+        self._exit_used("continue")
         self.open(f"if {self.cond()}:")
         if loop["kind"] == "while":
             self.emit(f"{loop['index']} += 1")
@@ -347,15 +379,15 @@ class _Gen:
         acc = out = None
         if self.can("list") and r.random() < 0.4:
             acc = self.new("hs")
-            self.emit(f"{acc} = [{self.row()}]")
+            self.emit(f"{acc} = [{self.held()}]")
             self.use("list")
         if below_b and self.can("out_setitem") and r.random() < 0.5:
             out = self.new("o")
-            self.emit(f"{out} = " + r.choice(["x * 0.0", "tj.zeros_like(x)", f"{self.row()}"
-                                                                       " * 1.0"]))
+            self.emit(f"{out} = " + r.choice(["x * 0.0", "tj.zeros_like(x)",
+                                               f"{self.row()}{self.copy}"]))
             self.define("row", out)
             self.use("out_setitem")
-        self.loops.append({"index": i, "kind": "for", "below_b": below_b})
+        self.loops.append({"index": i, "kind": "for", "ifs": self.ifs})
         self.open(f"for {i} in range({bound}):")
         self.define("int", i)
         body = r.randint(1, 3)
@@ -418,11 +450,11 @@ class _Gen:
             h = None
         else:
             h = self.new("h")
-            self.emit(f"{h} = {self.row()} * 1.0")
+            self.emit(f"{h} = {self.row()}{self.copy}")
             self.define("row", h)
             cond = f"{j} < 6 and {h}.abs().sum() < 8.0"
             self.use("if_tensor")
-        self.loops.append({"index": j, "kind": "while", "below_b": False})
+        self.loops.append({"index": j, "kind": "while", "ifs": self.ifs})
         self.open(f"while {cond}:")
         if h is not None:
             self.emit(f"{h} = {h} * 1.5 + 0.25")
@@ -463,6 +495,15 @@ def generate(seed: int, constructs=DEFAULT) -> Program:
     dtype = rng.choice(["float64"] * 3 + ["float32"])
     if "grad" in on:
         gen.used.add("grad")
+    if "int" in gen.ret:
+        gen.used.add("int_output")
+    for mutation, read in (("mutate_global", "global"), ("mutate_closure", "closure"),
+                           ("mutate_module", "module")):
+        if mutation in on and read in gen.used:  # changed between calls: see _between_calls
+            gen.used.add(mutation)
+    if "alias" in on and ("* 1.0" in body or re.search(r"return (x,|.*, x,|.*, x$)|\[x\]",
+                                                       body, re.M)):
+        gen.used.add("alias")
     return Program(source, seed, module, dtype, frozenset(gen.used))
 
 
@@ -666,6 +707,28 @@ def signature(diff: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", line)[:100]
 
 
+_KNOWN_GLOBALS = {"tj", "nn", "G", "GN", "GT", "LOG", "W", "HP", "HS", "C", "range", "len",
+                  "int", "float", "super"}
+
+
+def _well_formed(source: str) -> bool:
+    """Whether a cut program still compiles and reads no name it no longer defines (a
+    path eager never takes would otherwise hide a NameError)."""
+    try:
+        top = symtable.symtable(source, "<shrink>", "exec")
+    except SyntaxError:
+        return False
+    stack = list(top.get_children())
+    while stack:
+        table = stack.pop()
+        stack.extend(table.get_children())
+        if table.get_type() == "function" and any(
+                sym.is_global() and sym.is_referenced() and sym.get_name() not in _KNOWN_GLOBALS
+                for sym in table.get_symbols()):
+            return False
+    return True
+
+
 def shrink(prog: Program, backend: str, calls: int = 5, budget: int = 300) -> Program:
     """A smaller program (statements and their blocks cut, one at a time) with a mismatch
     of the same kind, or a refusal with the same message: reproducers a person can read."""
@@ -701,11 +764,7 @@ def shrink(prog: Program, backend: str, calls: int = 5, budget: int = 300) -> Pr
             trial = lines[:at] + lines[end:]
             candidate = Program("\n".join(trial), prog.seed, prog.module, prog.dtype,
                                 prog.constructs)
-            try:
-                compile(candidate.source, "<shrink>", "exec")
-                ok = True
-            except SyntaxError:
-                ok = False
+            ok = _well_formed(candidate.source)
             if ok:
                 budget -= 1
                 if key(candidate, calls)[0] == want:
