@@ -445,7 +445,7 @@ class _Gen:
         j = self.new("j")
         self.emit(f"{j} = 0")
         self.define("int", j)
-        if r.random() < 0.5:
+        if r.random() < 0.5 or not self.can("if_tensor"):
             cond = f"{j} < " + r.choice(["n", "n % 3 + 1", "x.shape[0]", "3"])
             h = None
         else:
