@@ -363,8 +363,8 @@ class _Gen:
         if self.module:
             forms.append("self.steps")
         bound = r.choice(forms)
-        if at_least_one and bound not in ("n % 3 + 1", "1, n + 1"):
-            bound = "n % 3 + 1"
+        if at_least_one:  # eager reads the index or a loop's local after the loop
+            bound = r.choice(["n % 3 + 1", "n + 1"])
         if bound == "GN":
             self.use("global")
         return bound, False
@@ -390,8 +390,11 @@ class _Gen:
         self.loops.append({"index": i, "kind": "for", "ifs": self.ifs})
         self.open(f"for {i} in range({bound}):")
         self.define("int", i)
-        body = r.randint(1, 3)
-        self.block(body)
+        local = None
+        if loop_local:  # first in the body: no break or continue skips it
+            local = self.new("t")
+            self.emit(f"{local} = {self.row_expr()}")
+        self.block(r.randint(1, 3))
         if out is not None:
             a, b = self.row(), self.row()
             self.emit(f"{out}[{i}] = " + r.choice([
@@ -402,10 +405,6 @@ class _Gen:
             if self.can("list_setitem") and r.random() < 0.3:
                 self.emit(f"{acc}[{i} % len({acc})] = {acc}[-1] * 0.5")
                 self.use("list_setitem")
-        local = None
-        if loop_local:
-            local = self.new("t")
-            self.emit(f"{local} = {self.row_expr()}")
         self.close()
         self.loops.pop()
         if acc is not None:
