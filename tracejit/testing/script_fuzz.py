@@ -67,20 +67,24 @@ ALL = frozenset(CONSTRUCTS)
 # so that the rest is fuzzed; `fuzz(..., constructs=ALL)` turns them back on
 KNOWN_BUGGY = {
     "float_index": "float arithmetic with a size symbol raises TypeError (float * SymInt)",
-    "int_tensor": "tensor * (k % 3 + 1) in a loop raises TypeError (float * SymInt); "
-                  "numba: NameError 'u0'",
+    "int_tensor": "tensor * (k % 3 + 1) in a loop raises TypeError (float * SymInt), or "
+                  "KeyError dtype('O'); numba: NameError 'u0'",
     "scripted_helper": "a scripted helper's `k: int` rejects the SymInt a scripted caller "
                        "passes (TypeError)",
     "nested_exit": "a break in an if nested in an if of a loop body, statements after it: "
                    "IndexError in or_()",
     "alias": "an output that is (eagerly) the input comes back as a copy, and a copy "
              "x * 1.0 that a branch or loop carries comes back as the input itself",
-    "int_output": "an int output comes back as a SymInt",
+    "int_output": "an int output comes back as a SymInt when recording the path not taken "
+                  "fails",
     "out_setitem": "out[i] = ... in a loop with a branch loses requires_grad / gradients",
-    "list_setitem": "an item assignment in a list after a loop is dropped on later calls",
-    "index_after_loop": "the index read after a loop keeps its pre-loop value",
-    "loop_local_after": "a variable assigned only inside a loop is `<undefined last>`",
-    "side_effect": "Python side effects are skipped after the first compile",
+    "list_setitem": "an item assignment in a list in or after a loop is dropped on later "
+                    "calls",
+    "index_after_loop": "a loop index read after its loop: NameError, or its pre-loop value",
+    "loop_local_after": "a variable assigned only inside a loop is not defined after it "
+                        "(NameError where eager reads it)",
+    "side_effect": "LOG.append(...) on a global list in a loop or tensor branch: NameError "
+                   "'LOG'; elsewhere skipped after the compile",
     "mutate_global": "a global changed after the compile is not seen",
     "mutate_closure": "a closure variable changed after the compile is not seen",
     "nested_return": "a return in a nested if is refused naming `__tj_ret`",
