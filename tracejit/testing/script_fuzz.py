@@ -16,6 +16,7 @@ other difference from eager is a mismatch, reported with the program, seed and c
 """
 from __future__ import annotations
 
+import ast
 import linecache
 import random
 import re
@@ -75,8 +76,6 @@ KNOWN_BUGGY = {
                    "IndexError in or_()",
     "alias": "an output that is (eagerly) the input comes back as a copy, and a copy "
              "x * 1.0 that a branch or loop carries comes back as the input itself",
-    "int_output": "an int output comes back as a SymInt when recording the path not taken "
-                  "fails",
     "out_setitem": "out[i] = ... in a loop with a branch loses requires_grad / gradients",
     "list_setitem": "an item assignment in a list in or after a loop is dropped on later "
                     "calls",
@@ -85,10 +84,10 @@ KNOWN_BUGGY = {
                         "(NameError where eager reads it)",
     "side_effect": "LOG.append(...) on a global list in a loop or tensor branch: NameError "
                    "'LOG'; elsewhere skipped after the compile",
-    "mutate_global": "a global changed after the compile is not seen",
-    "mutate_closure": "a closure variable changed after the compile is not seen",
     "nested_return": "a return in a nested if is refused naming `__tj_ret`",
 }
+# an int output comes back as a SymInt where recording the path not taken fails (with one
+# of the classes above): int_output alone agrees with eager
 DEFAULT = ALL - set(KNOWN_BUGGY)
 
 
@@ -715,12 +714,25 @@ _KNOWN_GLOBALS = {"tj", "nn", "G", "GN", "GT", "LOG", "W", "HP", "HS", "C", "ran
 
 
 def _well_formed(source: str) -> bool:
-    """Whether a cut program still compiles and reads no name it no longer defines (a
-    path eager never takes would otherwise hide a NameError)."""
+    """Whether a cut program still compiles and reads no name it no longer defines, nor a
+    local above its first assignment (a path eager never takes would otherwise hide a
+    NameError)."""
     try:
         top = symtable.symtable(source, "<shrink>", "exec")
     except SyntaxError:
         return False
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        stored, params = {}, {a.arg for a in fn.args.args}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stored[node.id] = min(stored.get(node.id, node.lineno), node.lineno)
+        for node in ast.walk(fn):  # a local read above its first assignment
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
+                    node.id in stored and node.id not in params and \
+                    node.lineno < stored[node.id]:
+                return False
     stack = list(top.get_children())
     while stack:
         table = stack.pop()
