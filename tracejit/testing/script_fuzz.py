@@ -181,7 +181,9 @@ class _Gen:
     def row_expr(self) -> str:
         r, a, b = self.rng, self.row(), self.row()
         forms = [f"{a} * {b}.tanh()", f"{a} + {b} * 0.5", f"{a}.tanh() * 1.5",
-                 f"{a}.sigmoid() * {b}", f"{a} - {a}.mean()", f"({a} * 0.5).sin() + {b}"]
+                 f"{a}.sigmoid() * {b}",
+                 # not a - a.mean(): its sum is rounding noise, and a branch on it a coin
+                 f"{a} - {a}.mean() * 0.5", f"({a} * 0.5).sin() + {b}"]
         forms += [f"{a} * w", f"({a} + w).tanh()"]
         forms += [f"self.lin({a}).tanh()", f"{a} * self.scale"] if self.module else \
             [f"({a} @ W).tanh()"]
