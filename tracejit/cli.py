@@ -160,6 +160,8 @@ def _cache(args) -> int:
 
 
 def _fuzz(args) -> int:
+    if args.script:
+        return _script_fuzz(args)
     import time
 
     from .testing.fuzz import format_mismatch, fuzz
@@ -174,6 +176,41 @@ def _fuzz(args) -> int:
             print(format_mismatch(m))
         bad += len(report.mismatches)
     print(f"seeds {args.seed}..{args.seed + args.n - 1}, {time.perf_counter() - t0:.1f} s")
+    return 1 if bad else 0
+
+
+def _script_fuzz(args) -> int:
+    """`fuzz --script`: random scripted programs against eager (testing/script_fuzz.py)."""
+    import time
+
+    from .testing import script_fuzz as sf
+
+    constructs = set(sf.ALL if args.all else sf.DEFAULT)
+    for name in (args.with_ or []) + (args.without or []):
+        if name not in sf.CONSTRUCTS:
+            print(f"fuzz: no construct named {name!r}; the constructs are: "
+                  f"{', '.join(sf.CONSTRUCTS)}", file=sys.stderr)
+            return 2
+    constructs |= set(args.with_ or [])
+    constructs -= set(args.without or [])
+    t0 = time.perf_counter()
+    backends = tuple(args.backend) if args.backend else ("interpret",)
+    reports = sf.fuzz(args.n, args.seed, backends, calls=args.calls, constructs=constructs,
+                      verbose=args.verbose)
+    bad = 0
+    for backend, report in reports.items():
+        print(f"{backend}: {report}")
+        for m in report.mismatches[:args.show]:
+            if args.shrink:
+                small = sf.shrink(sf.generate(m[0], constructs), backend, args.calls)
+                m = (sf.check(small, backend, args.calls).mismatches or [m])[0]
+            print(sf.format_mismatch(m))
+        for seed, _, call, message in report.refused[:args.show]:
+            print(f"seed {seed} ({backend}), call {call}: refused: {message}")
+        bad += len(report.mismatches)
+    print(f"seeds {args.seed}..{args.seed + args.n - 1}, constructs off: "
+          f"{', '.join(sorted(set(sf.CONSTRUCTS) - constructs)) or 'none'}; "
+          f"{time.perf_counter() - t0:.1f} s")
     return 1 if bad else 0
 
 
@@ -211,11 +248,23 @@ def main(argv=None) -> int:
     fz = sub.add_parser("fuzz", help="random programs: traced calls against eager")
     fz.add_argument("--n", type=int, default=100, help="programs per backend")
     fz.add_argument("--seed", type=int, default=0, help="the first program's seed")
-    fz.add_argument("--calls", type=int, default=6, help="calls per program after tracing")
+    fz.add_argument("--calls", type=int, default=6,
+                    help="calls per program after tracing (--script: calls per program)")
     fz.add_argument("--backend", action="append", choices=["interpret", "numba"],
                     help="only this backend (repeat for both; default both)")
     fz.add_argument("--show", type=int, default=5, help="mismatches printed per backend")
     fz.add_argument("--verbose", action="store_true", help="print mismatches as found")
+    fz.add_argument("--script", action="store_true",
+                    help="random @tj.script programs (loops, branches, lists, helpers) "
+                         "against eager; default backend: interpret")
+    fz.add_argument("--all", action="store_true",
+                    help="--script: every construct, those with known bugs included")
+    fz.add_argument("--with", dest="with_", action="append", metavar="CONSTRUCT",
+                    help="--script: also this construct (repeat)")
+    fz.add_argument("--without", action="append", metavar="CONSTRUCT",
+                    help="--script: not this construct (repeat)")
+    fz.add_argument("--shrink", action="store_true",
+                    help="--script: cut the mismatches shown down to small programs")
     args = parser.parse_args(argv)
     from ._startup import freeze_imports
 
