@@ -421,6 +421,51 @@ def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
 
 
+# reductions whose operand is broadcast inside the region (a stride-0 dimension): nothing
+# outside the row kernel has the reduced dimension's length
+BROADCAST_REDUCTIONS = {
+    "sum": ((4, 1), lambda x: x.expand(4, 3).sum(1)),
+    "sum_3d": ((2, 4, 1), lambda x: (x.expand(2, 4, 3) * x).sum(-1)),
+    "mean_keepdim": ((4, 1), lambda x: (x.expand(4, 3) + 1).mean(1, keepdim=True)),
+    "amax_of_exp": ((4, 1), lambda x: x.exp().expand(4, 5).amax(1) * 2),
+    "logsumexp": ((4, 1), lambda x: x.expand(4, 3).logsumexp(1)),
+    "var": ((4, 1), lambda x: (x.expand(4, 3) * tj.arange(3.0)).var(1)),
+    "softmax": ((4, 1), lambda x: x.expand(4, 3).softmax(1) * x),
+    "sum_of_everything": ((4, 1), lambda x: x.exp().expand(4, 5).sum()),
+    "sum_of_a_1_vector": ((1,), lambda x: x.expand(6).sum()),
+    "sum_over_rows": ((1, 3), lambda x: x.expand(4, 3).sum(0)),
+}
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+@pytest.mark.parametrize("name", list(BROADCAST_REDUCTIONS))
+def test_reductions_over_an_expanded_dimension_match_eager(name, backend):
+    """The row kernel's row length comes from the reductions' operands too: read off the
+    region's inputs and outputs alone, it was 1 and `x.expand(4, 3).sum(1)` summed one
+    element a row; the backward's sum of an expanded gradient likewise."""
+    shape, f = BROADCAST_REDUCTIONS[name]
+    x = tj.tensor(np.random.rand(*shape).astype(np.float32) + 1, requires_grad=True)
+    t = traced(f, x, backend=backend)
+    want = f(x)
+    want.sum().backward()
+    want_grad, x.grad = x.grad.numpy().copy(), None
+    got = t(x)
+    got.sum().backward()
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), want_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_the_sum_of_an_expanded_column_equals_torch():
+    import torch
+
+    x = np.arange(1.0, 5.0, dtype=np.float32).reshape(4, 1)
+    t = traced(lambda v: v.expand(4, 3).sum(1), tj.tensor(x))
+    np.testing.assert_array_equal(t(tj.tensor(x)).numpy(),
+                                  torch.from_numpy(x).expand(4, 3).sum(1).numpy())
+
+
 LOW_PRECISION_PROGRAMS = {
     "chain": lambda x, y: ((x * y + 1.5).tanh() * 0.25 + x.exp()) * 2,
     "scalars": lambda x, y: (x + 257) * 0.1 - 1.3 / (y.abs() + 0.5),

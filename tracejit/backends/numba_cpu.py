@@ -465,11 +465,13 @@ def _first_launch(module, kernel, args) -> None:
 
 def row_frame(region: Graph) -> list:
     """The values whose shapes broadcast to a row kernel's iteration space: its inputs and
-    outputs but the per-row reductions, and the operand of every sum over rows (an
-    expanded gradient summed back to a bias exists only inside the region)."""
+    outputs but the per-row reductions, and the operand of every reduction and sum over
+    rows. An operand can exist only inside the region (an expanded gradient summed back to
+    a bias; `x.expand(4, 3).sum(1)` of an x [4, 1]): without it the row length would be
+    read off the inputs (1) and the sum would cover one element of each row."""
     reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
     return [v for v in region.outputs + region.inputs if v not in reduced] + [
-        n.inputs[0] for n in region.nodes if column_sum(n)]
+        n.inputs[0] for n in region.nodes if column_sum(n) or _is_reduction(n)]
 
 
 class RowKernel:
