@@ -3,6 +3,7 @@ Numba fails, and the disk cache (corruption, unsafe folders, concurrent processe
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +176,117 @@ def test_damaged_numba_cache_files_are_recompiled(tmp_path, damage, which):
     for f in files:
         f.write_bytes(b"garbage\n" if damage == "garbage" else f.read_bytes()[:20])
     assert run() == first and run() == first  # recovered, and the cache works again
+
+
+def _in_a_new_process(script: str, cache) -> str:
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(cache))
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, timeout=300,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "could not compile" not in r.stderr, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_a_flipped_bit_in_a_numba_data_file_is_a_miss(tmp_path):
+    """The constant 2.5 in a kernel's machine code read as 3.5: the data file fails its
+    digest in the entry's manifest, and the kernel is compiled again."""
+    import struct
+
+    script = ("import tracejit as tj\n"
+              "f = tj.trace(lambda x: (x * 2.5).tanh() + 1, (tj.ones(5),), backend='numba')\n"
+              "print(f(tj.full((5,), 0.25)).tolist())\n")
+    first = _in_a_new_process(script, tmp_path)
+    assert eval(first) == pytest.approx([float(np.tanh(np.float32(0.625))) + 1] * 5)
+    damaged = 0
+    for f in (tmp_path / "__pycache__").glob("*.nbc"):
+        data = f.read_bytes()
+        damaged += data.count(struct.pack("<f", 2.5))
+        f.write_bytes(data.replace(struct.pack("<f", 2.5), struct.pack("<f", 3.5)))
+    assert damaged
+    assert _in_a_new_process(script, tmp_path) == first
+    assert _in_a_new_process(script, tmp_path) == first  # written again, and loaded
+
+
+_TWO_KERNELS = ("import tracejit as tj\n"
+                "f = tj.trace(lambda x: x.exp() * 3 + 1, (tj.ones(5),), backend='numba')\n"
+                "g = tj.trace(lambda x, y: x * y - 2, (tj.ones(5), tj.ones(5)), "
+                "backend='numba')\n"
+                "print(f(tj.ones(5)).tolist(), g(tj.ones(5), tj.full((5,), 4.0)).tolist())\n")
+
+
+def _exchange_data_files(cache):
+    a, b = sorted((cache / "__pycache__").glob("*.nbc"))
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+
+
+def test_two_kernels_data_files_exchanged_are_a_miss(tmp_path):
+    first = _in_a_new_process(_TWO_KERNELS, tmp_path)
+    _exchange_data_files(tmp_path)
+    assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
+
+
+def test_a_kernel_whose_files_pass_their_digests_but_fail_to_load_compiles_again(tmp_path):
+    """Files that are what was written but not what this module's Numba wrote (here,
+    another kernel's data file, with the manifests written over them): the first call
+    fails, and the module is imported afresh without them. Retrying the dispatcher that
+    had loaded the other kernel's overload failed again with `TypeError: flat_serial
+    expected 3 arguments` on every call."""
+    first = _in_a_new_process(_TWO_KERNELS, tmp_path)
+    _exchange_data_files(tmp_path)
+    script = ("import sys\n"
+              "from tracejit.runtime import kernel_cache\n"
+              "for p in kernel_cache.cache_dir().glob('k_*.py'):\n"
+              "    m = type(sys)('m')\n"
+              "    m.__file__ = str(p)\n"
+              "    kernel_cache.record_compiled(m)\n")
+    _in_a_new_process(script, tmp_path)
+    assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
+    assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
+
+
+def test_a_read_only_cache_folder_compiles_in_memory(tmp_path):
+    """Not op by op on the interpreter after a warning that Numba could not compile."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o500)
+    try:
+        env = dict(os.environ, TRACEJIT_CACHE_DIR=str(folder))
+        r = subprocess.run([sys.executable, "-c", _TWO_KERNELS], cwd=ROOT, env=env,
+                           timeout=300, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "cannot be written; compiling in memory" in r.stderr
+        assert "could not compile" not in r.stderr
+        assert r.stdout == _in_a_new_process(_TWO_KERNELS, tmp_path / "rw")
+        assert not list(folder.iterdir())
+    finally:
+        os.chmod(folder, 0o700)
+
+
+def test_a_kernel_numba_cannot_type_runs_on_the_interpreter(tmp_path, monkeypatch):
+    """Numba compiles at a kernel's first call: a kernel it cannot type (here a statement
+    naming an undefined function in each kernel) falls back for its region, with one
+    warning, instead of raising TypingError to the caller."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(numba_cpu, "_failed", set())
+    for name in ("generate", "generate_row"):
+        real = getattr(numba_cpu, name)
+        monkeypatch.setattr(numba_cpu, name, lambda region, real=real: re.sub(
+            r"(\n    for [^\n]*\n)", r"\1        undefined_function_0()\n", real(region)))
+
+    def f(x):
+        return (x * 3).exp().softmax(-1) + 1
+
+    t = traced(f, tj.ones(2, 3))
+    x = tj.randn(4, 5)
+    with pytest.warns(RuntimeWarning, match="could not compile the fused region") as seen:
+        out = t(x)
+        again = t(x)
+    assert all("TypingError" in str(w.message) for w in seen
+               if "could not compile" in str(w.message))
+    np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(again.numpy(), f(x).numpy(), rtol=1e-6)
 
 
 def test_disabling_the_cache(tmp_path, monkeypatch):
