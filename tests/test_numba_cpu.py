@@ -221,10 +221,16 @@ def _exchange_data_files(cache):
     b.write_bytes(data_a)
 
 
-def test_two_kernels_data_files_exchanged_are_a_miss(tmp_path):
-    first = _in_a_new_process(_TWO_KERNELS, tmp_path)
+@pytest.mark.parametrize("script", [_TWO_KERNELS, (
+    "import tracejit as tj\n"
+    "f = tj.trace(lambda x: x.exp() * 3 + 1, (tj.ones(5),), backend='numba')\n"
+    "g = tj.trace(lambda x: x * 4 - 2, (tj.ones(5),), backend='numba')\n"
+    "print(f(tj.ones(5)).tolist(), g(tj.ones(5)).tolist())\n")], ids=["2-and-3-args", "same-args"])
+def test_two_kernels_data_files_exchanged_are_a_miss(tmp_path, script):
+    """Kernels of the same parameters ran each other's machine code (g gave f's values)."""
+    first = _in_a_new_process(script, tmp_path)
     _exchange_data_files(tmp_path)
-    assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
+    assert _in_a_new_process(script, tmp_path) == first
 
 
 def test_a_kernel_whose_files_pass_their_digests_but_fail_to_load_compiles_again(tmp_path):
@@ -283,8 +289,9 @@ def test_a_kernel_numba_cannot_type_runs_on_the_interpreter(tmp_path, monkeypatc
     with pytest.warns(RuntimeWarning, match="could not compile the fused region") as seen:
         out = t(x)
         again = t(x)
-    assert all("TypingError" in str(w.message) for w in seen
-               if "could not compile" in str(w.message))
+    messages = [str(w.message) for w in seen if "could not compile" in str(w.message)]
+    assert messages and all("TypingError" in m and re.search(r"test_numba_cpu.py:\d+", m)
+                            for m in messages)
     np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=1e-6)
     np.testing.assert_allclose(again.numpy(), f(x).numpy(), rtol=1e-6)
 
