@@ -124,15 +124,49 @@ def test_an_entry_that_does_not_restore_is_derived_again(cache):
 
     _run("rnn cell")
     [path] = cache.glob("bwd_*.json")
-    entry = json.loads(path.read_text())
+    entry = json.loads(path.read_text().split("\n", 1)[1])
     entry["guards"]["source"] = "def check(:"  # decodes as JSON, fails as Python
-    path.write_text(json.dumps(entry))
+    _write_entry(path, json.dumps(entry))
     bt, got, want, traced = _run("rnn cell")
     assert not bt.loaded and not traced.traces[0]._backward_failed
     for a, c in zip(got, want):
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
     again, *_ = _run("rnn cell")
     assert again.loaded
+
+
+def _write_entry(path, body: str) -> None:
+    """An entry as the cache writes it: the digest of its body, then the body (JSON)."""
+    import hashlib
+
+    path.write_text(hashlib.sha256(body.encode()).hexdigest() + "\n" + body)
+
+
+def test_an_entry_with_a_changed_constant_is_a_miss(cache):
+    """One changed digit in an entry that still decodes (a constant 2.0 read as 3.0) fails
+    the entry's digest: derived again, never 1.5 times the gradient."""
+    fn = lambda x: (x * 2.0 + x.exp()).sum()  # noqa: E731
+
+    def run():
+        x = tj.randn(5, 3, requires_grad=True)
+        traced = tj.trace(fn, (x,), backend="numba")
+        traced(x).backward()
+        got = x.grad.numpy().copy()
+        x.grad = None
+        fn(x).backward()
+        return traced.traces[0].backwards[0], got, x.grad.numpy()
+
+    run()
+    [path] = cache.glob("bwd_*.json")
+    text = path.read_text()
+    assert '{"lit": 2.0}' in text
+    path.write_text(text.replace('{"lit": 2.0}', '{"lit": 3.0}'))
+    bt, got, want = run()
+    assert not bt.loaded
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    again, got, want = run()
+    assert again.loaded  # written again, whole
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_logging_the_passes_derives_again(cache, monkeypatch):

@@ -3,6 +3,7 @@ Numba fails, and the disk cache (corruption, unsafe folders, concurrent processe
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +176,124 @@ def test_damaged_numba_cache_files_are_recompiled(tmp_path, damage, which):
     for f in files:
         f.write_bytes(b"garbage\n" if damage == "garbage" else f.read_bytes()[:20])
     assert run() == first and run() == first  # recovered, and the cache works again
+
+
+def _in_a_new_process(script: str, cache) -> str:
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(cache))
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, timeout=300,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "could not compile" not in r.stderr, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_a_flipped_bit_in_a_numba_data_file_is_a_miss(tmp_path):
+    """The constant 2.5 in a kernel's machine code read as 3.5: the data file fails its
+    digest in the entry's manifest, and the kernel is compiled again."""
+    import struct
+
+    script = ("import tracejit as tj\n"
+              "f = tj.trace(lambda x: (x * 2.5).tanh() + 1, (tj.ones(5),), backend='numba')\n"
+              "print(f(tj.full((5,), 0.25)).tolist())\n")
+    first = _in_a_new_process(script, tmp_path)
+    assert eval(first) == pytest.approx([float(np.tanh(np.float32(0.625))) + 1] * 5)
+    damaged = 0
+    for f in (tmp_path / "__pycache__").glob("*.nbc"):
+        data = f.read_bytes()
+        damaged += data.count(struct.pack("<f", 2.5))
+        f.write_bytes(data.replace(struct.pack("<f", 2.5), struct.pack("<f", 3.5)))
+    assert damaged
+    assert _in_a_new_process(script, tmp_path) == first
+    assert _in_a_new_process(script, tmp_path) == first  # written again, and loaded
+
+
+_TWO_KERNELS = ("import tracejit as tj\n"
+                "f = tj.trace(lambda x: x.exp() * 3 + 1, (tj.ones(5),), backend='numba')\n"
+                "g = tj.trace(lambda x, y: x * y - 2, (tj.ones(5), tj.ones(5)), "
+                "backend='numba')\n"
+                "print(f(tj.ones(5)).tolist(), g(tj.ones(5), tj.full((5,), 4.0)).tolist())\n")
+
+
+def _exchange_data_files(cache):
+    a, b = sorted((cache / "__pycache__").glob("*.nbc"))
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+
+
+@pytest.mark.parametrize("script", [_TWO_KERNELS, (
+    "import tracejit as tj\n"
+    "f = tj.trace(lambda x: x.exp() * 3 + 1, (tj.ones(5),), backend='numba')\n"
+    "g = tj.trace(lambda x: x * 4 - 2, (tj.ones(5),), backend='numba')\n"
+    "print(f(tj.ones(5)).tolist(), g(tj.ones(5)).tolist())\n")], ids=["2-and-3-args", "same-args"])
+def test_two_kernels_data_files_exchanged_are_a_miss(tmp_path, script):
+    """Kernels of the same parameters ran each other's machine code (g gave f's values)."""
+    first = _in_a_new_process(script, tmp_path)
+    _exchange_data_files(tmp_path)
+    assert _in_a_new_process(script, tmp_path) == first
+
+
+def test_a_kernel_whose_files_pass_their_digests_but_fail_to_load_compiles_again(tmp_path):
+    """Files that are what was written but not what this module's Numba wrote (here,
+    another kernel's data file, with the manifests written over them): the first call
+    fails, and the module is imported afresh without them. Retrying the dispatcher that
+    had loaded the other kernel's overload failed again with `TypeError: flat_serial
+    expected 3 arguments` on every call."""
+    first = _in_a_new_process(_TWO_KERNELS, tmp_path)
+    _exchange_data_files(tmp_path)
+    script = ("import sys\n"
+              "from tracejit.runtime import kernel_cache\n"
+              "for p in kernel_cache.cache_dir().glob('k_*.py'):\n"
+              "    m = type(sys)('m')\n"
+              "    m.__file__ = str(p)\n"
+              "    kernel_cache.record_compiled(m)\n")
+    _in_a_new_process(script, tmp_path)
+    assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
+    assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
+
+
+def test_a_read_only_cache_folder_compiles_in_memory(tmp_path):
+    """Not op by op on the interpreter after a warning that Numba could not compile."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o500)
+    try:
+        env = dict(os.environ, TRACEJIT_CACHE_DIR=str(folder))
+        r = subprocess.run([sys.executable, "-c", _TWO_KERNELS], cwd=ROOT, env=env,
+                           timeout=300, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "cannot be written; compiling in memory" in r.stderr
+        assert "could not compile" not in r.stderr
+        assert r.stdout == _in_a_new_process(_TWO_KERNELS, tmp_path / "rw")
+        assert not list(folder.iterdir())
+    finally:
+        os.chmod(folder, 0o700)
+
+
+def test_a_kernel_numba_cannot_type_runs_on_the_interpreter(tmp_path, monkeypatch):
+    """Numba compiles at a kernel's first call: a kernel it cannot type (here a statement
+    naming an undefined function in each kernel) falls back for its region, with one
+    warning, instead of raising TypingError to the caller."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(numba_cpu, "_failed", set())
+    for name in ("generate", "generate_row"):
+        real = getattr(numba_cpu, name)
+        monkeypatch.setattr(numba_cpu, name, lambda region, real=real: re.sub(
+            r"(\n    for [^\n]*\n)", r"\1        undefined_function_0()\n", real(region)))
+
+    def f(x):
+        return (x * 3).exp().softmax(-1) + 1
+
+    t = traced(f, tj.ones(2, 3))
+    x = tj.randn(4, 5)
+    with pytest.warns(RuntimeWarning, match="could not compile the fused region") as seen:
+        out = t(x)
+        again = t(x)
+    messages = [str(w.message) for w in seen if "could not compile" in str(w.message)]
+    assert messages and all("TypingError" in m and re.search(r"test_numba_cpu.py:\d+", m)
+                            for m in messages)
+    np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(again.numpy(), f(x).numpy(), rtol=1e-6)
 
 
 def test_disabling_the_cache(tmp_path, monkeypatch):
@@ -419,6 +538,51 @@ def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
         for got, want in zip(t(x, y), f(x, y)):
             assert tuple(got.shape) == tuple(want.shape)
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
+
+
+# reductions whose operand is broadcast inside the region (a stride-0 dimension): nothing
+# outside the row kernel has the reduced dimension's length
+BROADCAST_REDUCTIONS = {
+    "sum": ((4, 1), lambda x: x.expand(4, 3).sum(1)),
+    "sum_3d": ((2, 4, 1), lambda x: (x.expand(2, 4, 3) * x).sum(-1)),
+    "mean_keepdim": ((4, 1), lambda x: (x.expand(4, 3) + 1).mean(1, keepdim=True)),
+    "amax_of_exp": ((4, 1), lambda x: x.exp().expand(4, 5).amax(1) * 2),
+    "logsumexp": ((4, 1), lambda x: x.expand(4, 3).logsumexp(1)),
+    "var": ((4, 1), lambda x: (x.expand(4, 3) * tj.arange(3.0)).var(1)),
+    "softmax": ((4, 1), lambda x: x.expand(4, 3).softmax(1) * x),
+    "sum_of_everything": ((4, 1), lambda x: x.exp().expand(4, 5).sum()),
+    "sum_of_a_1_vector": ((1,), lambda x: x.expand(6).sum()),
+    "sum_over_rows": ((1, 3), lambda x: x.expand(4, 3).sum(0)),
+}
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpret"])
+@pytest.mark.parametrize("name", list(BROADCAST_REDUCTIONS))
+def test_reductions_over_an_expanded_dimension_match_eager(name, backend):
+    """The row kernel's row length comes from the reductions' operands too: read off the
+    region's inputs and outputs alone, it was 1 and `x.expand(4, 3).sum(1)` summed one
+    element a row; the backward's sum of an expanded gradient likewise."""
+    shape, f = BROADCAST_REDUCTIONS[name]
+    x = tj.tensor(np.random.rand(*shape).astype(np.float32) + 1, requires_grad=True)
+    t = traced(f, x, backend=backend)
+    want = f(x)
+    want.sum().backward()
+    want_grad, x.grad = x.grad.numpy().copy(), None
+    got = t(x)
+    got.sum().backward()
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), want_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_the_sum_of_an_expanded_column_equals_torch():
+    import torch
+
+    x = np.arange(1.0, 5.0, dtype=np.float32).reshape(4, 1)
+    t = traced(lambda v: v.expand(4, 3).sum(1), tj.tensor(x))
+    np.testing.assert_array_equal(t(tj.tensor(x)).numpy(),
+                                  torch.from_numpy(x).expand(4, 3).sum(1).numpy())
 
 
 LOW_PRECISION_PROGRAMS = {

@@ -3,7 +3,8 @@ Numba kernel (parallel over the outer dimension).
 
 Kernels read shapes at run time, so one compilation serves every batch size and
 sequence length; a kernel is compiled once per region source (dtypes and ranks
-are part of it) and kept in the disk cache. A region Numba cannot compile runs
+are part of it) and kept in the disk cache. A region Numba cannot compile (its
+module does not load, or Numba cannot type or lower a kernel at its first call) runs
 on the interpreter after one warning: results are never wrong.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..ops import OPS
 from ..ops.scalar import MATH1, MATH2, MAX, MEAN, MIN, PROD, SUM, Arg, Ref, render
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
-from ..runtime.kernel_cache import load_module, purge_compiled
+from ..runtime.kernel_cache import load_module, record_compiled, reload_compiled
 from .scalar_math import FLOAT32_FORMS, FLOAT64_FORMS
 from .threads import THREADS, serial_below
 from ..codegen.plan import (Access, ElementwisePlan, Load, Reciprocal, RowPlan,  # noqa: F401
@@ -407,6 +408,8 @@ class RegionKernel:
         # float16/bfloat16 arrays pass as their uint16 bits (the kernel converts)
         self.low_precision = any(v.dtype.name in _READ
                                  for v in region.inputs + region.outputs)
+        self.label = None       # the region's source line (compile_region sets it)
+        self.failed = False     # Numba could not compile a kernel: interpret the region
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -419,6 +422,9 @@ class RegionKernel:
     def run(self, arrays: list, zs, out_shapes, shape: tuple) -> list:
         """The kernel on input arrays, with sizes, output shapes and the loop shape
         already worked out (a host program computes them from its own sizes)."""
+        if self.failed:
+            return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
+                                                                     out_shapes)))
         outs = [np.empty(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
         n = 1
         for d in shape:
@@ -431,21 +437,18 @@ class RegionKernel:
         if self.low_precision:
             args_in = [_as_bits(a) for a in arrays]
             args_out = [_as_bits(o) for o in outs]
-        module = self.module
         if self.has_flat and (not shape or all(a.shape == shape and a.flags.c_contiguous
                                                for a in arrays)):
-            kernel = module.flat_serial if small else module.flat
+            name = "flat_serial" if small else "flat"
             args = [o.reshape(-1) for o in args_out] + [a.reshape(-1) for a in args_in]
             args += zs
         else:
-            kernel = module.nd_serial if small else module.nd
+            name = "nd_serial" if small else "nd"
             args = args_out + args_in
             args += zs
             args.append(shape)
-        if not kernel.overloads and (_EVENTS[0] or enabled("compile")):
-            _first_launch(module, kernel, args)
-        else:
-            _call(module, kernel, args)
+        if not launch(self, name, args):
+            return self.run(arrays, zs, out_shapes, shape)
         return outs
 
 
@@ -484,30 +487,52 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = ()) -> list:
     return [np.ascontiguousarray(values[v]._data) for v in region.outputs]
 
 
-def launch(module, kernel, *args) -> None:
-    """Call a compiled kernel. Numba loads its machine code from its cache files at the
-    first call; a truncated or garbage index or data file fails there (UnpicklingError,
-    EOFError, ...) and would fail every later process too: remove them and compile again."""
-    # its first call: Numba compiles or loads it
-    if not kernel.overloads and (_EVENTS[0] or enabled("compile")):
-        return _first_launch(module, kernel, args)
-    _call(module, kernel, args)
+def launch(owner, name: str, args: list) -> bool:
+    """Call kernel `name` of `owner.module` (a RegionKernel's or RowKernel's); False when
+    Numba cannot compile it, and the region is to be interpreted from now on (with one
+    warning).
 
+    Numba compiles a kernel, or loads its machine code from the cache files, at its first
+    call for a signature. A compile error (Numba cannot type or lower it) is the region's:
+    it runs on the interpreter. Any other error there may be the cache's: files that pass
+    their digests but are not what this module's Numba wrote (UnpicklingError, a
+    TypeError from another kernel's overload): the module is imported afresh without its
+    files, so that its dispatchers compile rather than keep what they loaded, and the
+    call is made again; a second failure is the kernel's own and raises. What Numba
+    compiles and writes is then added to the entry's digest manifest."""
+    from numba.core.errors import NumbaError
 
-def _call(module, kernel, args) -> None:
+    kernel = getattr(owner.module, name)
+    known = len(kernel.overloads)
     try:
-        kernel(*args)
+        if not known and (_EVENTS[0] or enabled("compile")):
+            _first_launch(owner.module, kernel, args)
+        else:
+            kernel(*args)
+    except NumbaError as err:
+        _interpret(owner, err)
+        return False
     except Exception:
-        if not purge_compiled(module):
+        fresh = reload_compiled(owner.module)
+        if fresh is None:
             raise
-        kernel(*args)
+        owner.module = fresh
+        return launch(owner, name, args)
+    if len(kernel.overloads) > known and sum(kernel.stats.cache_misses.values()):
+        record_compiled(owner.module)
+    return True
+
+
+def _interpret(owner, err) -> None:
+    owner.failed = True
+    _warn_uncompiled(owner.label or owner.module.__name__, err)
 
 
 def _first_launch(module, kernel, args) -> None:
     """The first call, reported to a profiler as a compile or a load from the cache."""
     hits = sum(kernel.stats.cache_hits.values())
     start = events.now()
-    _call(module, kernel, args)
+    kernel(*args)
     loaded = sum(kernel.stats.cache_hits.values()) > hits
     end = events.now()
     events.emit(events.Event(f"tracejit::{'cache_load' if loaded else 'compile'} "
@@ -519,11 +544,13 @@ def _first_launch(module, kernel, args) -> None:
 
 def row_frame(region: Graph) -> list:
     """The values whose shapes broadcast to a row kernel's iteration space: its inputs and
-    outputs but the per-row reductions, and the operand of every sum over rows (an
-    expanded gradient summed back to a bias exists only inside the region)."""
+    outputs but the per-row reductions, and the operand of every reduction and sum over
+    rows. An operand can exist only inside the region (an expanded gradient summed back to
+    a bias; `x.expand(4, 3).sum(1)` of an x [4, 1]): without it the row length would be
+    read off the inputs (1) and the sum would cover one element of each row."""
     reduced = {n.outputs[0] for n in region.nodes if _is_reduction(n)}
     return [v for v in region.outputs + region.inputs if v not in reduced] + [
-        n.inputs[0] for n in region.nodes if column_sum(n)]
+        n.inputs[0] for n in region.nodes if column_sum(n) or _is_reduction(n)]
 
 
 class RowKernel:
@@ -547,6 +574,8 @@ class RowKernel:
         self.half = any(v.dtype.np.itemsize == 2 and v.dtype.np.kind in "fV"
                         for v in region.inputs + region.outputs)
         # outputs: one value per row, per element, or a sum over rows (per column)
+        self.label = None       # the region's source line (compile_region sets it)
+        self.failed = False     # Numba could not compile a kernel: interpret the region
         self.outputs = [(v.dtype.np, "summed" if v in summed else "row" if _is_row_value(
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
         # a per-element output smaller than the frame (a [N] value the same in every row):
@@ -568,6 +597,9 @@ class RowKernel:
 
     def run(self, arrays: list, zs, full: tuple) -> list:
         """The kernel on input arrays, with sizes and the full shape already worked out."""
+        if self.failed:
+            return evaluate_by_ops(self.region, arrays, zs,
+                                   [(v, full) for v in self.frame_values])
         lead, n = full[:-1], full[-1]
         rows = 1
         for d in lead:
@@ -585,14 +617,13 @@ class RowKernel:
         chunks = 1 if serial else max(1, min(THREADS, rows))
         outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "summed" else
                 np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
-        kernel = self.module.row_serial if serial else self.module.row
         # float16/bfloat16 arrays pass as their bits (sums over rows accumulate in float64)
         args_in = [_as_bits(a) for a in ins] if self.half else ins
         args_out = [_as_bits(o) for o in outs] if self.half else outs
-        if self.columns:
-            launch(self.module, kernel, rows, n, chunks, *args_out, *args_in, *zs)
-        else:
-            launch(self.module, kernel, rows, n, *args_out, *args_in, *zs)
+        args = [rows, n, chunks] if self.columns else [rows, n]
+        if not launch(self, "row_serial" if serial else "row", args + args_out + args_in
+                      + list(zs)):
+            return self.run(arrays, zs, full)
         # (one chunk's partial sums are the sums: the same numbers as summing one row)
         results = [(o[0].astype(d) if chunks == 1 else o.sum(0).astype(d))
                    if kind == "summed" else
@@ -618,14 +649,22 @@ _failed: set = set()
 def compile_region(region: Graph, label: str, kind: str = "elementwise"):
     """The kernel of a region, or None (with one warning) when it cannot be compiled."""
     try:
-        return RowKernel(region) if kind == "row" else RegionKernel(region)
+        kernel = RowKernel(region) if kind == "row" else RegionKernel(region)
     except Unsupported:
         return None
     except Exception as err:  # noqa: BLE001 — Numba failed: interpret this region
-        if label not in _failed:
-            _failed.add(label)
-            warnings.warn(f"tracejit: Numba could not compile the fused region {label}; it "
-                          f"runs on the interpreter ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0] if str(err) else ''})", RuntimeWarning,
-                          stacklevel=user_stacklevel())
+        _warn_uncompiled(label, err)
         return None
+    kernel.label = label
+    return kernel
+
+
+def _warn_uncompiled(label: str, err: Exception) -> None:
+    """One warning per region that runs on the interpreter because Numba failed on it."""
+    if label not in _failed:
+        _failed.add(label)
+        text = str(err).strip()
+        warnings.warn(f"tracejit: Numba could not compile the fused region {label}; it "
+                      f"runs on the interpreter ({type(err).__name__}: "
+                      f"{text.splitlines()[0] if text else ''})", RuntimeWarning,
+                      stacklevel=user_stacklevel())

@@ -17,8 +17,10 @@ graphs with array constants, in-place updates or sizes as outputs, guards that c
 Python objects by identity, and anything on CUDA (`key` returns None and the
 derivation runs). The files live in the kernel cache folder, with its rules (a folder
 only its owner can write; TRACEJIT_DISABLE_CACHE=1 turns both off): loading an entry runs
-its guard source, as loading a kernel runs its module. A damaged or unreadable entry is a
-miss, and is written again. `TRACEJIT_LOG=passes` (which prints every pass) bypasses it.
+its guard source, as loading a kernel runs its module. An entry's file starts with the
+SHA-256 digest of the rest: a damaged entry (a flipped bit that still decodes, a constant
+2.0 read as 3.0) fails it and, like an unreadable one, is a miss, and is written again.
+`TRACEJIT_LOG=passes` (which prints every pass) bypasses it.
 """
 from __future__ import annotations
 
@@ -105,7 +107,11 @@ def load(name: str) -> dict | None:
     if path is None:
         return None
     try:
-        entry = json.loads(path.read_text())
+        data = path.read_bytes()
+        digest, _, body = data.partition(b"\n")
+        if digest != hashlib.sha256(body).hexdigest().encode():
+            return None
+        entry = json.loads(body)
         if entry.get("format") != FORMAT or entry.get("version") != VERSION or \
                 entry.get("key") != name:
             return None
@@ -137,7 +143,8 @@ def store(name: str, entry: dict) -> bool:
         return False
     out.update(format=FORMAT, version=VERSION, key=name)
     try:
-        atomic_write_bytes(path, json.dumps(out).encode())
+        body = json.dumps(out).encode()
+        atomic_write_bytes(path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
     except (OSError, TypeError, ValueError):
         return False
     return True

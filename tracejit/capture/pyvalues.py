@@ -2,10 +2,11 @@
 its globals, closure cells and module attributes (compared by value), the
 tensors, modules, functions and other callables it reaches there (compared by
 identity: a reassigned global tensor, a swapped submodule or a replaced helper
-function is a different object; what a function runs is followed in turn), and the contents of lists, tuples and dicts it reaches there,
-nested ones included (compared as a whole: element by element, scalars by type
-and value, other objects by identity). Each is snapshot at trace time and checked
-on every call, so changing one never goes unnoticed.
+function is a different object; what a function runs is followed in turn), and the
+contents of lists, tuples and dicts it reaches there, nested ones included (compared
+as a whole: element by element, scalars by type and value, other objects by identity).
+Each is snapshot at trace time and checked on every call, so changing one never goes
+unnoticed.
 """
 from __future__ import annotations
 

@@ -7,9 +7,14 @@ What the IR knows decides what is exported honestly:
   is a fixed dimension; sizes computed from symbols (a reshape to `B*T`) are computed in
   the model from its inputs' shapes (`Shape`, `Gather`, arithmetic);
 - a trace that took a branch on a tensor's value or read one as a Python number (a
-  value guard), or that decided something about sizes other than an equality, is path-
-  specific: eager would compute something else on other inputs, so it is refused, with
-  the guard's source line and the advice to use `tj.script`;
+  value guard) is path-specific: eager would compute something else on other inputs, so
+  it is refused, with the guard's source line and the advice to use `tj.script`;
+- a size the trace decided something about other than an equality (`N > 1`: an LSTM
+  indexing its layers' states) is a fixed dimension at the example's value, as
+  PyTorch's export fixes every size not named in `dynamic_axes` (a runtime checks an
+  input's fixed dimensions); the model's doc string states each such size and the
+  decision that fixed it. Naming such a size in `dynamic_axes` is refused, with the
+  decision's source line;
 - parameters are initializers named as the module names them (`0.weight`).
 
 The lowering of each op is `lowering.py`'s table, keyed by `OpDef`.
@@ -19,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import GUARD, ListType, Value
-from ..ir.symbolic import SymInt
+from ..ir.symbolic import SymInt, symbols_in
 from ..ops import OPS
 from .lowering import ONNX_TYPES, REFUSED, ExportError, lowering_of
 
@@ -113,12 +118,18 @@ class _Context:
         return self.op("Concat", parts, axis=0)
 
 
-def _dim_name(size, graph, rename: dict) -> str | int:
+def _dim_name(size, graph, rename: dict, fixed: dict | None = None) -> str | int:
+    """An ONNX dimension: a number, or the name of a dynamic size (an expression of
+    them). Sizes in `fixed` are numbers: an expression of fixed sizes only is its value."""
     if isinstance(size, int):
         return size
     text = size.source()
+    fixed = fixed or {}
+    if symbols_in(text) <= set(fixed):
+        return size.hint
     for sym in sorted(graph.symbols, key=len, reverse=True):
-        text = text.replace(sym, rename.get(sym, graph.symbols[sym]))
+        text = text.replace(sym, str(fixed[sym]) if sym in fixed else
+                            rename.get(sym, graph.symbols[sym]))
     return text
 
 
@@ -131,17 +142,54 @@ def _refuse_path_specific(tr, graph) -> None:
                 f"{node.attrs.get('expected')!r}), so the model it describes holds for that "
                 "value only; eager computes something else on other inputs. Script the "
                 "function (`tj.script`) to keep the branch in the graph.")
-    from ..ir.symbolic import symbols_in
 
+
+def _fixed_sizes(tr, graph, arg_values: list, dynamic: set) -> dict:
+    """{symbol: (example value, the guard that decided it)}: the sizes the trace decided
+    something about other than an equality, and those equal to them. They are exported
+    as fixed dimensions, at the example's values: the model holds for those sizes only,
+    as the trace does, and a runtime refuses an input of other sizes rather than compute
+    what eager would not. A size `dynamic_axes` names dynamic, or one that is not an
+    input's dimension, is refused."""
+    example = {}
+    for v in arg_values:
+        for size in v.shape:
+            if isinstance(size, SymInt) and size.poly is not None and len(size.poly) == 1:
+                (mono, coef), = size.poly.items()
+                if len(mono) == 1 and coef == 1:
+                    example.setdefault(mono[0], size.hint)
+    equal = [g for g in tr.shape_guards if g.op == "==" and g.expected is True]
     # a size pinned to a number is a fixed dimension: what else was decided about it holds
-    pinned = {g.lhs for g in tr.shape_guards if g.op == "==" and g.expected is True and
-              g.rhs.lstrip("-").isdigit()}
+    pinned = {g.lhs for g in equal if g.rhs.lstrip("-").isdigit()}
+    decided: dict = {}
     for g in tr.shape_guards:
-        if not (g.op == "==" and g.expected is True) and not _excludes_only_empty(g) and \
-                not symbols_in(g.source) <= pinned:
+        if not (g.op == "==" and g.expected is True) and not _excludes_only_empty(g):
+            for sym in sorted(symbols_in(g.source) - pinned):
+                decided.setdefault(sym, g)
+    grown = True
+    while grown:  # `N == M`: a size equal to a fixed one is fixed with it
+        grown = False
+        for g in equal:
+            syms = symbols_in(g.source) - pinned
+            known = [sym for sym in sorted(syms) if sym in decided]
+            for sym in syms:
+                if known and sym not in decided:
+                    decided[sym], grown = decided[known[0]], True
+    fixed = {}
+    for sym, g in decided.items():
+        where = f"`{g.describe(graph.symbols)}` at {g.where or 'an unknown line'}"
+        if sym in dynamic:
             raise ExportError(
-                f"cannot export {graph.name}: the trace decided `{g.describe(graph.symbols)}` "
-                f"at {g.where or 'an unknown line'}, so it holds for those sizes only")
+                f"cannot export {graph.name}: `dynamic_axes` makes {dynamic[sym]} dynamic, "
+                f"but the trace decided {where}, so the model holds for "
+                f"{graph.symbols.get(sym, sym)} = {example.get(sym, '?')} only. Leave that "
+                "axis out of `dynamic_axes`, or script the function (`tj.script`) to keep "
+                "the decision in the graph.")
+        if sym not in example:
+            raise ExportError(f"cannot export {graph.name}: the trace decided {where}, so "
+                              "it holds for those sizes only")
+        fixed[sym] = (example[sym], g)
+    return fixed
 
 
 def _excludes_only_empty(g) -> bool:
@@ -188,27 +236,33 @@ def export(model_or_fn, args, path=None, input_names=None, output_names=None,
                 (mono, _), = size.poly.items()
                 if len(mono) == 1:
                     rename[mono[0]] = axis_name
+    fixed = _fixed_sizes(tr, graph, arg_values, rename)
     size_sources = {sym: (names[i], d) for i, d, sym in tr.bindings if i < n_args}
     params = [store[key] for store, key in tr.param_refs]
     constants = iter(params + list(tr.captured))
     held = {v: np.asarray(next(constants)._data, v.dtype.np)
             for v, kind in zip(graph.inputs, graph.input_kinds) if kind != "arg"}
     model = build_model(graph, names, held, size_sources, rename, output_names,
-                        opset_version)
+                        opset_version, fixed)
     if path is not None:
         onnx.save(model, str(path))
     return model
 
 
 def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = None,
-                rename: dict | None = None, output_names=None, opset_version=None):
+                rename: dict | None = None, output_names=None, opset_version=None,
+                fixed: dict | None = None):
     """The ONNX model of `graph`: inputs of kind "arg" are model inputs named
     `arg_names`; the others are initializers with the values `held` gives them (named as
-    the graph names them: a module's parameter names)."""
+    the graph names them: a module's parameter names). `fixed` ({symbol: (value, the
+    guard that decided it)}) are sizes exported as fixed dimensions, stated in the
+    model's doc string."""
     import onnx
     from onnx import helper
 
     rename = rename or {}
+    fixed = fixed or {}
+    numbers = {sym: value for sym, (value, _) in fixed.items()}
     ctx = _Context(size_sources or {})
     values: dict = {}
     inputs = []
@@ -217,7 +271,8 @@ def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = 
         if kind == "arg":
             name = next(args)
             inputs.append(helper.make_tensor_value_info(
-                name, ONNX_TYPES[v.dtype.name], [_dim_name(d, graph, rename) for d in v.shape]))
+                name, ONNX_TYPES[v.dtype.name],
+                [_dim_name(d, graph, rename, numbers) for d in v.shape]))
             ctx.known[name] = v.dtype.name
         else:
             name = v.name if kind == "param" and v.name else f"constant{k}"
@@ -230,13 +285,19 @@ def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = 
     for v, name in zip(graph.outputs, out_names):
         ctx.nodes.append(helper.make_node("Identity", [values[v]], [name]))
         outputs.append(helper.make_tensor_value_info(
-            name, ONNX_TYPES[v.dtype.name], [_dim_name(d, graph, rename) for d in v.shape]))
+            name, ONNX_TYPES[v.dtype.name], [_dim_name(d, graph, rename, numbers)
+                                              for d in v.shape]))
     onnx_graph = helper.make_graph(ctx.nodes, graph.name or "tracejit", inputs, outputs,
                                    ctx.initializers)
     opsets = [helper.make_opsetid("", opset_version or DEFAULT_OPSET)]
     # the oldest IR version the opset needs: runtimes lag the onnx package's newest
     model = helper.make_model(onnx_graph, opset_imports=opsets, producer_name="tracejit",
                               ir_version=helper.find_min_ir_version_for(opsets))
+    if fixed:
+        model.doc_string = "Sizes fixed at the export example's: " + "; ".join(
+            f"{graph.symbols.get(sym, sym)} = {value} (the trace decided "
+            f"`{g.describe(graph.symbols)}` at {g.where or 'an unknown line'})"
+            for sym, (value, g) in sorted(fixed.items()))
     onnx.checker.check_model(model, full_check=True)
     return model
 

@@ -149,10 +149,26 @@ def _constant(ctx, node, ins):
 
 def _getitem(ctx, node, ins):
     """Basic indexing: integers, slices of constant bounds (step >= 1), None and `...`;
-    indexing by tensors is refused."""
+    one integer tensor picking along one dimension, every other taken whole
+    (`weight[ids]`, an embedding's lookup) is a Gather. Other indexing by tensors is
+    refused."""
+    from ..ops.indexing import Slot
+
     index = node.attrs["index"]
     index = index if isinstance(index, tuple) else (index,)
     rank = len(node.inputs[0].shape)
+    slots = [k for k, item in enumerate(index) if type(item) is Slot]
+    if slots:
+        if len(slots) > 1 or any(item != slice(None) for k, item in enumerate(index)
+                                 if k != slots[0]):
+            raise ExportError("getitem: indexing by tensors is exported for one integer "
+                              "tensor with every other dimension taken whole "
+                              "(`weight[ids]`, `x[:, ids]`)")
+        picks = node.inputs[1 + index[slots[0]].k]
+        if picks.dtype.category != 1:
+            raise ExportError("getitem: only integer tensor indices are exported")
+        # (Gather takes negative indices from the end, as eager does)
+        return [ctx.op("Gather", [ins[0], ins[1 + index[slots[0]].k]], axis=slots[0])]
     if any(item is Ellipsis for item in index):
         k = index.index(Ellipsis)
         fill = rank - sum(1 for item in index if item is not None and item is not Ellipsis)

@@ -2,16 +2,21 @@
 Numba's own cache (cache=True) keeps their machine code between processes.
 
 Entries are keyed by a hash of the source and the numba/llvmlite versions and
-written atomically. A truncated or corrupted entry (or Numba index or data
-file) is removed and compiled again. A cache folder that other users own or can
-write is refused with a warning (loading cached source runs it); kernels then
-compile in memory. TRACEJIT_CACHE_DIR moves the cache, TRACEJIT_DISABLE_CACHE=1 turns
-it off.
+written atomically. Nothing is used unchecked: the module's source is compared with the
+source asked for, and the files Python and Numba keep beside it (the bytecode, Numba's
+index and data files, in `__pycache__`) are checked against a manifest of their SHA-256
+digests (`k_<key>.sums`), written when they are: a file that is not in the manifest or
+whose digest differs (a flipped bit, two kernels' data files exchanged) makes the entry a
+miss. Its files are removed and it is compiled and written again. A cache folder that
+other users own or can write, or that cannot be written, is refused with a warning
+(loading cached source runs it); kernels then compile in memory. TRACEJIT_CACHE_DIR
+moves the cache, TRACEJIT_DISABLE_CACHE=1 turns it off.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import stat
@@ -46,6 +51,15 @@ def cache_dir() -> Path | None:
         _warn_once(root, f"tracejit: refusing kernel cache {root}: other users can write it, "
                          "and loading cached kernels runs their code. Compiling in memory; "
                          "use a private folder (chmod 700) or TRACEJIT_CACHE_DIR.")
+        return None
+    # a folder that cannot be written cannot keep what is compiled (and its entries cannot
+    # be repaired): kernels compile in memory, as with the cache off
+    # (its mode is asked too: a folder made read-only is read-only even to root)
+    if not (mode & stat.S_IWUSR) or not os.access(root, os.W_OK | os.X_OK) or (
+            (root / "__pycache__").exists() and
+            not os.access(root / "__pycache__", os.W_OK | os.X_OK)):
+        _warn_once(root, f"tracejit: kernel cache {root} cannot be written; compiling in "
+                         "memory (make it writable, or set TRACEJIT_CACHE_DIR)")
         return None
     return root
 
@@ -97,16 +111,114 @@ def _load_module(source: str, name_hint: str):
     if root is None:
         return _exec_module(source, f"tracejit_{name_hint}_{key}")
     path = root / f"k_{key}.py"
+    name = f"tracejit_k_{key}"
+    if name in sys.modules:
+        return sys.modules[name]
     for attempt in range(2):
         try:
-            if not path.exists() or path.read_text() != source:
+            made = not path.exists() or path.read_text() != source
+            if made:
+                _remove_compiled(root, key)  # made from another text: not this entry's
                 _atomic_write(path, source)
-            return _import_file(path, f"tracejit_k_{key}")
+            elif not _verified(root, key):
+                _remove_compiled(root, key)
+                made = True
+            module = _import_file(path, name)
+            if made:
+                record_compiled(module)  # the bytecode the import wrote, if any
+            return module
         except Exception:  # noqa: BLE001 — a damaged entry: remove it and compile again
             if attempt:
                 raise
             _remove_entry(root, key)
     raise AssertionError("unreachable")
+
+
+# --- the manifest: digests of the files Python and Numba write beside a module --------
+
+_LISTING: dict = {}  # cache folder -> {key: [file names in __pycache__]}, read once
+
+
+def _compiled_files(root: Path, key: str) -> list:
+    """Names of the files in `__pycache__` that belong to module k_<key> (bytecode, Numba
+    index and data files), as listed when the folder was first read in this process: one
+    listing, not one per module (a cache holds thousands of files)."""
+    listing = _LISTING.get(root)
+    if listing is None:
+        listing = _LISTING[root] = {}
+        try:
+            with os.scandir(root / "__pycache__") as entries:
+                for e in entries:
+                    if e.name.startswith("k_") and _is_compiled(e.name):
+                        listing.setdefault(e.name[2:].split(".", 1)[0], []).append(e.name)
+        except OSError:
+            pass
+    return listing.get(key, [])
+
+
+def _is_compiled(name: str) -> bool:
+    return name.endswith((".nbi", ".nbc", ".pyc"))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _verified(root: Path, key: str) -> bool:
+    """Whether every compiled file of k_<key> is in its manifest with the same digest (no
+    files at all: nothing to check)."""
+    names = set(_compiled_files(root, key))
+    try:
+        sums = json.loads((root / f"k_{key}.sums").read_text())
+    except (OSError, ValueError):
+        return not names
+    if not isinstance(sums, dict):
+        return False
+    names |= set(sums)
+    folder = root / "__pycache__"
+    for n in names:
+        try:
+            if sums.get(n) != _digest(folder / n):
+                return False
+        except FileNotFoundError:
+            continue  # (Numba compiles what its index names but cannot find)
+        except OSError:
+            return False
+    return True
+
+
+def record_compiled(module) -> None:
+    """Write the manifest of a cached module's compiled files, after Numba has compiled
+    (and written) a kernel of it: every file of the module as it is now."""
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return
+    path = Path(path)
+    key = path.stem[2:]
+    folder = path.parent / "__pycache__"
+    try:
+        sums = {n: _digest(folder / n) for n in os.listdir(folder)
+                if n.startswith(f"k_{key}.") and _is_compiled(n)}
+        _atomic_write(path.parent / f"k_{key}.sums", json.dumps(sums, sort_keys=True))
+    except OSError:
+        pass  # (a manifest that is missing or out of date makes the next load a miss)
+
+
+def _remove_compiled(root: Path, key: str) -> None:
+    """Remove k_<key>'s compiled files and manifest (Numba and Python make them again)."""
+    folder = root / "__pycache__"
+    names = set(_compiled_files(root, key))
+    try:
+        names |= {n for n in os.listdir(folder) if n.startswith(f"k_{key}.")
+                  and _is_compiled(n)}
+    except OSError:
+        pass
+    for p in [root / f"k_{key}.sums", *(folder / n for n in names)]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    _LISTING.get(root, {}).pop(key, None)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -141,30 +253,32 @@ def _exec_module(source: str, module_name: str):
 
 def _remove_entry(root: Path, key: str) -> None:
     sys.modules.pop(f"tracejit_k_{key}", None)
-    for p in [root / f"k_{key}.py", *(root / "__pycache__").glob(f"k_{key}*")]:
-        try:
-            p.unlink()
-        except OSError:
-            pass
+    _remove_compiled(root, key)
+    try:
+        (root / f"k_{key}.py").unlink()
+    except OSError:
+        pass
 
 
-def purge_compiled(module) -> bool:
-    """Remove Numba's cache files of a kernel module and reset its dispatchers' loaded
-    state, once per module; False when there is nothing to remove (then the error that
-    led here is not the cache's)."""
+def reload_compiled(module):
+    """A fresh copy of a cached kernel module whose compiled files failed to load (a
+    digest can only say a file is the one written, not that Numba wrote it for this
+    module): its files are removed and the module imported again, so that its
+    dispatchers compile anew rather than keep the overloads already loaded. None when
+    the module is not a cached one or was reloaded already (then the error that led here
+    is not the cache's)."""
     path = getattr(module, "__file__", None)
-    if path is None or getattr(module, "_tracejit_purged", False):
-        return False
-    module._tracejit_purged = True
-    stem = Path(path).stem
-    found = False
-    for p in (Path(path).parent / "__pycache__").glob(f"{stem}.*.nb*"):
-        try:
-            p.unlink()
-            found = True
-        except OSError:
-            pass
-    return found
+    if path is None or getattr(module, "_tracejit_reloaded", False):
+        return None
+    path = Path(path)
+    key = path.stem[2:]
+    with _LOAD_LOCK:
+        _remove_compiled(path.parent, key)
+        sys.modules.pop(module.__name__, None)
+        fresh = _import_file(path, module.__name__)
+        record_compiled(fresh)
+    fresh._tracejit_reloaded = True
+    return fresh
 
 
 def clear() -> int:
@@ -176,6 +290,7 @@ def clear() -> int:
     for p in files:
         p.unlink()
     shutil.rmtree(root / "__pycache__", ignore_errors=True)
+    _LISTING.pop(root, None)
     return len(files)
 
 
