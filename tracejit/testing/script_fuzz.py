@@ -124,7 +124,7 @@ class _Gen:
         self.lines: list[str] = []
         self.depth = 0          # indentation
         self.scopes = [{"row": ["x"], "int": ["n"], "list": []}]
-        self.loops: list[dict] = []  # enclosing loops: index, whether index < B, kind
+        self.loops: list[dict] = []  # enclosing loops: index name, kind, ifs around it
         self.ifs = 0            # enclosing ifs (for nested returns)
         self.count = 0
         self.used: set[str] = set()
@@ -518,12 +518,13 @@ class Report:
     calls: int = 0
     mismatches: list = field(default_factory=list)  # (seed, backend, call, diff, source)
     refused: list = field(default_factory=list)     # (seed, backend, call, message)
-    rounding: int = 0  # float32 calls whose numbers differ only as rounding does
+    rounding: int = 0  # float32 calls apart only within 10x the tolerance (rounding)
 
     def __str__(self) -> str:
         return (f"{self.programs} programs, {self.calls} scripted calls compared with eager, "
                 f"{len(self.mismatches)} mismatches, {len(self.refused)} programs refused "
-                f"with a ScriptError; {self.rounding} float32 calls differ only by rounding")
+                f"with a ScriptError; {self.rounding} float32 calls apart only within 10x the "
+                f"tolerance (rounding)")
 
 
 def _namespaces(prog: Program, backend: str):
