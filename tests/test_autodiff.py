@@ -28,6 +28,7 @@ PROGRAMS = {
 }
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_compiled_backward_matches_eager_for_new_sizes(name):
     fn, shapes = PROGRAMS[name]
@@ -48,6 +49,7 @@ def test_compiled_backward_matches_eager_for_new_sizes(name):
     assert bg is not None and "fused" in str(bg) and "f32[B," in str(bg)
 
 
+@pytest.mark.compile
 def test_compiled_backward_of_a_module_updates_parameters_like_eager():
     tj.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
@@ -61,6 +63,7 @@ def test_compiled_backward_of_a_module_updates_parameters_like_eager():
         np.testing.assert_allclose(a.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.compile
 def test_double_backward_through_a_compiled_call_replays_exactly():
     def f(x):
         return (x.tanh() * x).sum()
@@ -97,6 +100,7 @@ def test_modifying_an_input_before_backward_is_an_error_as_in_eager():
         out.backward()
 
 
+@pytest.mark.compile
 def test_second_backward_needs_retain_graph():
     traced = tj.trace(lambda x: (x * x).sum(), (tj.ones(3, requires_grad=True),),
                       backend="numba")
@@ -111,6 +115,7 @@ def test_second_backward_needs_retain_graph():
         out.backward()
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("n", [3, 70_000])  # small gradients are copied, large ones kept
 def test_leaf_gradients_never_alias_each_other_or_the_incoming_gradient(n):
     traced = tj.trace(lambda x, y: (x + y) * 1.5, (tj.ones(3, requires_grad=True),
@@ -170,6 +175,7 @@ MODELS = {  # name: (build, example input shapes, loss from the output)
 }
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("name", list(MODELS))
 def test_traced_modules_train_like_eager_on_new_batch_sizes(name):
     tj.manual_seed(0)
@@ -232,6 +238,7 @@ def test_one_trace_serves_batches_1_3_17_64_of_an_mlp_loss(backend):
     assert len(traced.traces[0].backwards) == (backend == "numba")
 
 
+@pytest.mark.compile
 def test_a_traced_lstm_step_trains_like_eager():
     tj.manual_seed(0)
     cell = nn.LSTMCell(5, 6)
@@ -272,6 +279,7 @@ def test_a_custom_function_with_gradients_makes_the_call_run_eagerly():
     assert not t.traces
 
 
+@pytest.mark.compile
 def test_sizes_only_the_backward_decides_are_guarded_before_its_forward_part_runs(
         monkeypatch):
     """A vjp rule that decides on sizes (here: mul's, made to compare the rows of its
@@ -307,6 +315,7 @@ def test_sizes_only_the_backward_decides_are_guarded_before_its_forward_part_run
     assert t.stats["backward_kernels"] == 5 and t.stats["compiles"] == 1
 
 
+@pytest.mark.compile
 def test_explain_reports_the_compiled_backward_and_its_fusion_decisions():
     m = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16))
     t = tj.trace(m, (tj.randn(3, 8, requires_grad=True),), backend="numba")
@@ -327,6 +336,7 @@ def test_an_input_the_output_does_not_depend_on_gets_no_gradient():
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)
 
 
+@pytest.mark.compile
 def test_the_backward_reads_saved_values_where_they_meet_a_discontinuous_op():
     """amax's mask `x == max` and abs'(x - min) must see the forward's x to the last bit;
     x recomputed (in another kernel, or in another pass of one) could miss the tie and
@@ -355,6 +365,7 @@ def test_the_backward_reads_saved_values_where_they_meet_a_discontinuous_op():
     assert sum(v.dtype is tj.bool for v in bg.inputs) >= 1  # a mask, saved by the forward
 
 
+@pytest.mark.compile
 def test_two_outer_products_of_one_row_gradient_are_two_kernels():
     """A one-row step (an RNN cell at batch 1): both weight gradients are outer products
     of the same [1, N] gradient with inputs of different lengths. Products with an inner

@@ -66,6 +66,7 @@ def _run(name):
     return bt, got, want, traced
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_a_loaded_backward_runs_what_the_derived_one_ran(cache, name):
     derived, got1, want, _ = _run(name)
@@ -92,6 +93,7 @@ def test_a_loaded_backward_runs_what_the_derived_one_ran(cache, name):
     assert "(loaded from the backward cache)" in traced.explain()
 
 
+@pytest.mark.compile
 def test_other_input_types_are_other_entries(cache):
     fn = lambda x: (x.tanh() * x).sum()  # noqa: E731
     transposed = tj.from_numpy(np.random.randn(4, 3).astype(np.float32).T)
@@ -176,6 +178,7 @@ def test_logging_the_passes_derives_again(cache, monkeypatch):
     assert not bt.loaded
 
 
+@pytest.mark.compile
 def test_no_entries_without_a_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEJIT_DISABLE_CACHE", "1")

@@ -82,6 +82,7 @@ def test_mixed_precision_trains_a_cnn_under_autocast_with_a_grad_scaler():
     assert amp["scale"] >= 2 ** 14 and fp32["scale"] == 1.0  # disabled scaler: scale 1
 
 
+@pytest.mark.compile
 def test_profile_model_prints_tables_and_writes_a_chrome_trace(tmp_path, capsys,
                                                                 monkeypatch):
     import json

@@ -33,6 +33,7 @@ PROGRAMS = {
 }
 
 
+@pytest.mark.compile
 @pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value")
 @pytest.mark.parametrize("name", list(PROGRAMS))
 @pytest.mark.parametrize("batch", [4, 1, 7, 0])
@@ -104,6 +105,7 @@ def test_what_it_cannot_run_is_left_to_the_interpreter():
     assert not returns_views(graph_of(lambda x: x.t() * 2, tj.ones(2, 3)))
 
 
+@pytest.mark.compile
 def test_traced_calls_without_gradients_run_the_host_program():
     f = tj.trace(lambda x, w: (x @ w).tanh().sum(-1), (tj.randn(3, 4), tj.randn(4, 5)),
                  backend="numba")

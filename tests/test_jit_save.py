@@ -20,6 +20,7 @@ def _model():
     return nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 2))
 
 
+@pytest.mark.compile
 def test_a_loaded_program_gives_the_originals_values_and_gradients(tmp_path):
     model = _model()
     traced = tj.trace(model, (tj.randn(4, 6),), backend="numba")
@@ -137,6 +138,7 @@ def test_what_is_not_saved_yet_is_refused(tmp_path):
         tj.jit.save(keyword, tmp_path / "k.npz")
 
 
+@pytest.mark.compile
 def test_python_arguments_are_saved_with_the_value_each_trace_holds_for(tmp_path):
     traced = tj.trace(lambda x, s, on: x * s + (1 if on else -1), (tj.ones(2), 2.0, True))
     traced(tj.ones(3), 0.5, False)  # a second trace, for other values

@@ -488,6 +488,7 @@ def test_sgd_steps_allocate_no_parameter_sized_temporaries(kw):
     np.testing.assert_allclose(w.detach().numpy()[:3], expected, rtol=1e-6)
 
 
+@pytest.mark.compile
 def test_a_traced_batch_norm_updates_its_running_statistics_as_eager_does():
     # tracing runs the example call (as torch.jit.trace does), so both see it
     a, b = nn.BatchNorm1d(4), nn.BatchNorm1d(4)

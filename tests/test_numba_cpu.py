@@ -44,6 +44,7 @@ def traced(fn, *example, backend="numba"):
     return tj.trace(fn, example, backend=backend)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("shape_x,shape_b", [
     ((4, 3), (3,)), ((1, 3), (3,)), ((0, 3), (3,)), ((7, 5), (7, 1)), ((2, 3, 5), (5,)),
     ((9,), (1,)), ((1,), (1,))])
@@ -362,6 +363,7 @@ ROW_PROGRAMS = {
 }
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("name", list(ROW_PROGRAMS))
 @pytest.mark.parametrize("rows,n", [(5, 7), (1, 7), (3, 1), (2, 3), (3, 16), (4, 17),
                                     (70, 1000)])  # lanes of 8 and a remainder; threads
@@ -382,6 +384,7 @@ def test_row_kernels_with_leading_dimensions_and_strided_input():
     assert "def row(" in f.code and "exp_f32(" in f.code
 
 
+@pytest.mark.compile
 @pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")
 @pytest.mark.parametrize("n", [5, 1 << 17])  # the serial twin and the parallel kernel
 def test_division_by_zero_gives_infinities_like_numpy(n):
@@ -394,6 +397,7 @@ def test_division_by_zero_gives_infinities_like_numpy(n):
     np.testing.assert_array_equal(t(x, y).numpy(), f(x, y).numpy())
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("n", [5, 8, 21])
 def test_row_max_and_min_propagate_nan_like_numpy(n):
     def f(x):
@@ -410,6 +414,7 @@ def test_row_max_and_min_propagate_nan_like_numpy(n):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, equal_nan=True)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("dtype", ["int64", "int32", "bool", "float64"])
 def test_row_max_and_min_of_other_dtypes_equal_numpy(dtype):
     # all-negative integer rows: the running extreme starts from the type's own limit
@@ -429,6 +434,7 @@ def test_row_max_and_min_of_other_dtypes_equal_numpy(dtype):
     assert t.stats["compiles"] == 1
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("rows,n", [(6, 5), (300, 257)])  # serial twin; threads
 def test_sums_over_rows_fuse_into_the_row_kernel(rows, n):
     from tracejit.nn import functional as F
@@ -455,6 +461,7 @@ def test_sums_over_rows_fuse_into_the_row_kernel(rows, n):
     assert not any(nd.op == "sum_to" for nd in bg.nodes)
 
 
+@pytest.mark.compile
 def test_a_bias_gradient_joins_the_activation_gradient_kernel():
     def f(x, w, b):
         return (x @ w + b).relu().sum()
@@ -473,6 +480,7 @@ def test_a_bias_gradient_joins_the_activation_gradient_kernel():
         np.testing.assert_allclose(g.numpy(), a.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("n", [1000, 5000])  # float32 partial sums; float64 for long rows
 def test_row_sums_stay_accurate(n):
     t = traced(lambda x: x.mean(-1, keepdim=True) * 1.0 + x.sum(-1, keepdim=True),
@@ -483,6 +491,7 @@ def test_row_sums_stay_accurate(n):
     np.testing.assert_allclose(t(tj.from_numpy(a)).numpy(), want, rtol=2e-6)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("rows", [63, 64, 65, 200_000])  # around one flush; many flushes
 def test_sums_over_rows_stay_accurate_across_float32_partial_sums(rows):
     # a bias gradient: float32 partial sums over FLUSH_ROWS rows, then float64 (summed in
@@ -496,6 +505,7 @@ def test_sums_over_rows_stay_accurate_across_float32_partial_sums(rows):
     np.testing.assert_allclose(b.grad.numpy(), want, rtol=3e-6)
 
 
+@pytest.mark.compile
 def test_a_full_sum_of_an_elementwise_product_fuses_as_sums_over_rows():
     # (out * g).sum(): the product is summed per column inside the row kernel, and
     # only the row of column sums is summed outside it
@@ -524,6 +534,7 @@ def test_layer_norm_forward_writes_its_output_once():
     assert src.count("o0[r, j] =") == 1 and "= o0[r, j]" not in src
 
 
+@pytest.mark.compile
 def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
     def f(x, y):
         s = y * y + 1                      # [N], computed inside the row kernel
@@ -594,6 +605,7 @@ LOW_PRECISION_PROGRAMS = {
 }
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", list(LOW_PRECISION_PROGRAMS))
 def test_low_precision_kernels_read_and_write_bits_and_match_eager(name, dtype):
@@ -619,6 +631,7 @@ LOW_PRECISION_ROWS = {
 }
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", list(LOW_PRECISION_ROWS))
 def test_low_precision_row_kernels_match_eager(name, dtype):
@@ -638,6 +651,7 @@ def test_low_precision_row_kernels_match_eager(name, dtype):
                                    atol=ulp)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_low_precision_kernels_with_many_statements(dtype):
     """A kernel's values are named r0, r1, ...: helper functions must not share a name

@@ -99,6 +99,7 @@ def test_compiled_programs_report_calls_guards_kernels_and_misses(backend, monke
         assert kernels and all(e.cat == "compiled" for e in kernels)
 
 
+@pytest.mark.compile
 def test_compile_and_cache_load_events(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
     x = tj.randn(7, 5)

@@ -39,6 +39,7 @@ def test_binary_ops_match_numpy_with_pytorch_promotion(shapes, da, db):
     assert out.dtype is dtypes.result_type(ta, tb)
 
 
+@pytest.mark.compile
 @settings(max_examples=25, deadline=None)
 @given(broadcastable_pair(), st.sampled_from([0.5, -1.25]))
 def test_traced_kernels_match_eager_for_any_shapes(shapes, c):
@@ -84,6 +85,7 @@ def _run(steps, x, y, w, m):
     return (h * h).sum()
 
 
+@pytest.mark.compile
 @settings(max_examples=15, deadline=None, derandomize=True)  # the same programs in CI
 @given(programs(), st.sampled_from([(3, 5), (40, 7), (2, 3, 4)]), st.booleans())
 def test_random_programs_train_like_eager_on_the_numba_backend(steps, shape, y_is_column):
@@ -179,6 +181,7 @@ def _chain_trains_like_eager(table, steps, shape, dtype, seed, tol, rows_after=(
     assert traced.stats["backward_kernels"] >= 1
 
 
+@pytest.mark.compile
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(st.lists(st.sampled_from(sorted(SHAPE_STEPS)), min_size=1, max_size=5),
        st.sampled_from([(3, 4), (2, 3, 4), (4, 6)]))
@@ -203,6 +206,7 @@ JUMPY_STEPS = {
 }
 
 
+@pytest.mark.compile
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(st.lists(st.sampled_from(sorted(JUMPY_STEPS)), min_size=1, max_size=5),
        st.sampled_from([(3, 4), (2, 3, 5), (70, 1000)]),

@@ -19,6 +19,7 @@ _apply_log, _apply_erf = _elementwise(log_f32), _elementwise(erf_f32)
 _apply_tanh64 = _elementwise(tanh_f64)
 
 
+@pytest.mark.compile
 def test_float64_tanh_is_exactly_one_where_numpy_s_is():
     x = np.concatenate([np.linspace(17.0, 20.0, 300001), -np.linspace(17.0, 20.0, 300001)])
     out = np.empty_like(x)
@@ -27,6 +28,7 @@ def test_float64_tanh_is_exactly_one_where_numpy_s_is():
     assert np.allclose(out, np.tanh(x), rtol=1e-15, atol=0)
 
 
+@pytest.mark.compile
 def test_tanh_f32_error_over_the_float32_range():
     x = np.concatenate([np.linspace(-10, 10, 400001), np.geomspace(1e-30, 20, 20001),
                         -np.geomspace(1e-30, 20, 20001), [0.0, 7.9, 8.0, 1e30, -1e30]])
@@ -53,6 +55,7 @@ def test_tanh_f32_error_over_the_float32_range():
     assert np.isnan(out[0]) and out[1] == 1.0 and out[2] == -1.0
 
 
+@pytest.mark.compile
 def test_exp_f32_error_over_the_float32_range():
     x = np.concatenate([np.linspace(-87, 88, 2000001), np.geomspace(1e-30, 80, 20001),
                         -np.geomspace(1e-30, 80, 20001), [0.0]]).astype(np.float32)
@@ -68,6 +71,7 @@ def test_exp_f32_error_over_the_float32_range():
     assert np.isnan(out[4])
 
 
+@pytest.mark.compile
 def test_log_f32_error_over_the_float32_range():
     x = np.concatenate([np.geomspace(1e-44, 3e38, 2000001), np.linspace(0.5, 2, 200001)])
     x = x.astype(np.float32)
@@ -84,6 +88,7 @@ def test_log_f32_error_over_the_float32_range():
     assert out[4] == 0.0
 
 
+@pytest.mark.compile
 def test_erf_f32_error_over_the_float32_range():
     import math
 

@@ -179,6 +179,7 @@ def test_explain_covers_script_graphs():
     assert "sizes from data" in report and "u0 = size(n)" in report
 
 
+@pytest.mark.compile
 def test_backward_graphs_of_a_script_graph_are_its_segments(monkeypatch):
     monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
     sf = tj.script(rnn_steps)

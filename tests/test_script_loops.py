@@ -46,6 +46,7 @@ def weights(n_in=3, hidden=4, seed=0):
             rg(tj.randn(hidden, hidden, generator=g) * 0.5), rg(tj.randn(hidden, generator=g)))
 
 
+@pytest.mark.compile
 def test_a_recurrence_is_one_autograd_node_with_eager_s_gradients():
     w, u, b = weights()
     calls = [Call(rg(tj.randn(n, 1, 3)), w, u, b) for n in (5, 2, 9)]
@@ -72,6 +73,7 @@ def states(x, w, u):
     return tj.stack(outs).sum(0) + h
 
 
+@pytest.mark.compile
 def test_tensors_the_loop_appends_carry_their_gradients_out():
     w, u, _ = weights(seed=2)
     agree(states, *[Call(rg(tj.randn(n, 1, 3)), w, u) for n in (5, 1, 7)])
@@ -127,6 +129,7 @@ def rnn_batch(x, h, w, u, b):
     return h
 
 
+@pytest.mark.compile
 def test_weight_gradients_summed_once_over_the_steps_of_a_batch():
     # the weights' gradients (h^T g per step) and the bias's (a sum over rows per step)
     # are summed as one product of the stacked factors at the end of the loop
@@ -143,6 +146,7 @@ def accumulate(x, w):
     return s
 
 
+@pytest.mark.compile
 def test_a_carried_matrix_gets_its_gradient_step_by_step():
     agree(accumulate, *[Call(rg(tj.randn(n, 2, 3)), rg(tj.randn(3, 3))) for n in (3, 5)])
 
@@ -153,6 +157,7 @@ def shrink(x, w):
     return x
 
 
+@pytest.mark.compile
 def test_a_while_loop_whose_body_is_a_segment():
     w = rg(tj.randn(3, 3))
     sf = agree(shrink, *[Call(rg(tj.full((2, 3), v)), w) for v in (3.0, 0.1, 9.0)])
