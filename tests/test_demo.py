@@ -26,3 +26,19 @@ def test_cli_demo_runs():
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "d2y/dx2 = 48" in r.stdout and "AccumulateGrad" in r.stdout
+
+
+def test_cli_version_and_benchmark_list(capsys):
+    import pytest
+
+    import tracejit
+    from tracejit.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == \
+        f"tracejit {tracejit.__version__}"
+    assert main(["bench", "--list"]) == 0
+    listed = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert {"mlp_step", "row_kernels", "gpu_check"} <= set(listed)
+    assert listed["mlp_step"].startswith("One SGD training step")

@@ -1,6 +1,7 @@
 """Error bounds of the vectorisable math forms over the float32 range."""
 import numba
 import numpy as np
+import pytest
 
 from tracejit.backends.scalar_math import erf_f32, exp_f32, log_f32, tanh_f32, tanh_f64
 

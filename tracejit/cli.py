@@ -15,8 +15,13 @@ def _bench(args) -> int:
               file=sys.stderr)
         return 2
     # gpu_check needs a GPU: it runs by name (or as a script) only
-    names = args.names or sorted(p.stem for p in root.glob("*.py")
-                                 if p.stem not in ("common", "gpu_check"))
+    every = sorted(p.stem for p in root.glob("*.py") if p.stem != "common")
+    if args.list:
+        for name in every:
+            doc = (root / f"{name}.py").read_text().split('"""')[1].strip().splitlines()
+            print(f"{name:<22} {doc[0] if doc else ''}")
+        return 0
+    names = args.names or [n for n in every if n != "gpu_check"]
     for name in names:
         path = root / f"{name}.py"
         if not path.exists():
@@ -216,6 +221,9 @@ def _script_fuzz(args) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"tracejit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="a guided tour of eager tensors and autograd")
     export = sub.add_parser("export", help="write a traced function or module as ONNX")
@@ -226,6 +234,7 @@ def main(argv=None) -> int:
     export.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     bench = sub.add_parser("bench", help="run the benchmarks in benchmarks/")
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
+    bench.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     bench.add_argument("--isolated", action="store_true",
                        help="also run each contestant alone in its own process (the "
                             "benchmarks that compare contestants)")
