@@ -326,6 +326,7 @@ def test_explain_reports_the_compiled_backward_and_its_fusion_decisions():
     assert "size guards the backward added" not in report  # none beyond the forward's
 
 
+@pytest.mark.compile
 def test_an_input_the_output_does_not_depend_on_gets_no_gradient():
     t = tj.trace(lambda x, unused: (x * x).sum(),
                  (tj.randn(3, requires_grad=True), tj.randn(3, requires_grad=True)),

@@ -108,6 +108,7 @@ def test_other_input_types_are_other_entries(cache):
     assert len(list(cache.glob("bwd_*.json"))) == 3
 
 
+@pytest.mark.compile
 def test_a_damaged_entry_is_derived_and_written_again(cache):
     bt, *_ = _run("rnn cell")
     [entry] = cache.glob("bwd_*.json")
@@ -144,6 +145,7 @@ def _write_entry(path, body: str) -> None:
     path.write_text(hashlib.sha256(body.encode()).hexdigest() + "\n" + body)
 
 
+@pytest.mark.compile
 def test_an_entry_with_a_changed_constant_is_a_miss(cache):
     """One changed digit in an entry that still decodes (a constant 2.0 read as 3.0) fails
     the entry's digest: derived again, never 1.5 times the gradient."""

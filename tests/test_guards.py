@@ -246,6 +246,7 @@ def _noisy(x, w):
     return (F.dropout((x @ w).tanh(), 0.5, True) * tj.randn(8)).sum()
 
 
+@pytest.mark.compile
 def test_the_first_compiled_call_with_gradients_draws_what_eager_draws(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))  # a cold backward cache
     w = tj.randn(8, 8, requires_grad=True)
@@ -294,6 +295,7 @@ def _dropout_loop(x, n: int):
     return x.sum()
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("create_graph", [False, True])
 def test_a_scripted_loop_s_replayed_backward_redraws_its_random_numbers(create_graph):
     scripted = tj.script(_dropout_loop, backend="numba")

@@ -271,6 +271,7 @@ def test_a_read_only_cache_folder_compiles_in_memory(tmp_path):
         os.chmod(folder, 0o700)
 
 
+@pytest.mark.compile
 def test_a_kernel_numba_cannot_type_runs_on_the_interpreter(tmp_path, monkeypatch):
     """Numba compiles at a kernel's first call: a kernel it cannot type (here a statement
     naming an undefined function in each kernel) falls back for its region, with one
@@ -587,6 +588,7 @@ def test_reductions_over_an_expanded_dimension_match_eager(name, backend):
     np.testing.assert_allclose(x.grad.numpy(), want_grad, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.compile
 def test_the_sum_of_an_expanded_column_equals_torch():
     import torch
 

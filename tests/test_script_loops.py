@@ -59,6 +59,7 @@ def test_a_recurrence_is_one_autograd_node_with_eager_s_gradients():
     assert sf.stats["backward_replays"] == 0
 
 
+@pytest.mark.compile
 def test_a_recurrence_under_create_graph():
     w, u, b = weights(seed=1)
     agree(rnn, *[Call(rg(tj.randn(n, 1, 3)), w, u, b) for n in (4, 3)], create_graph=True)
