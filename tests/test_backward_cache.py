@@ -122,6 +122,7 @@ def test_a_damaged_entry_is_derived_and_written_again(cache):
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.compile
 def test_an_entry_that_does_not_restore_is_derived_again(cache):
     import json
 

@@ -271,6 +271,7 @@ def test_the_first_compiled_call_with_gradients_draws_what_eager_draws(monkeypat
     assert eager[2] == compiled[2]
 
 
+@pytest.mark.compile
 def test_a_replayed_backward_redraws_the_forward_s_random_numbers():
     w = tj.randn(8, 8, requires_grad=True)
     x = tj.randn(4, 8)

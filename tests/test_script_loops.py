@@ -91,6 +91,7 @@ def test_a_while_loop_on_a_tensor_condition():
                    for v in (4.0, 0.1, 20.0)])
 
 
+@pytest.mark.compile
 def test_an_in_place_change_of_what_the_loop_let_out_is_caught():
     w, u, b = weights(seed=3)
     sf = tj.script(rnn)
