@@ -13,6 +13,8 @@ import pytest
 import tracejit as tj
 from tracejit import nn
 
+pytestmark = pytest.mark.compile  # every backward kept on disk is a compiled one
+
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
@@ -66,7 +68,6 @@ def _run(name):
     return bt, got, want, traced
 
 
-@pytest.mark.compile
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_a_loaded_backward_runs_what_the_derived_one_ran(cache, name):
     derived, got1, want, _ = _run(name)
@@ -93,7 +94,6 @@ def test_a_loaded_backward_runs_what_the_derived_one_ran(cache, name):
     assert "(loaded from the backward cache)" in traced.explain()
 
 
-@pytest.mark.compile
 def test_other_input_types_are_other_entries(cache):
     fn = lambda x: (x.tanh() * x).sum()  # noqa: E731
     transposed = tj.from_numpy(np.random.randn(4, 3).astype(np.float32).T)
@@ -108,7 +108,6 @@ def test_other_input_types_are_other_entries(cache):
     assert len(list(cache.glob("bwd_*.json"))) == 3
 
 
-@pytest.mark.compile
 def test_a_damaged_entry_is_derived_and_written_again(cache):
     bt, *_ = _run("rnn cell")
     [entry] = cache.glob("bwd_*.json")
@@ -122,7 +121,6 @@ def test_a_damaged_entry_is_derived_and_written_again(cache):
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.compile
 def test_an_entry_that_does_not_restore_is_derived_again(cache):
     import json
 
@@ -146,7 +144,6 @@ def _write_entry(path, body: str) -> None:
     path.write_text(hashlib.sha256(body.encode()).hexdigest() + "\n" + body)
 
 
-@pytest.mark.compile
 def test_an_entry_with_a_changed_constant_is_a_miss(cache):
     """One changed digit in an entry that still decodes (a constant 2.0 read as 3.0) fails
     the entry's digest: derived again, never 1.5 times the gradient."""
@@ -181,7 +178,6 @@ def test_logging_the_passes_derives_again(cache, monkeypatch):
     assert not bt.loaded
 
 
-@pytest.mark.compile
 def test_no_entries_without_a_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEJIT_DISABLE_CACHE", "1")

@@ -104,6 +104,7 @@ def test_an_in_place_change_of_what_the_loop_let_out_is_caught():
         loss.backward()
 
 
+@pytest.mark.compile
 def test_a_second_backward_needs_retain_graph():
     w, u, b = weights(seed=4)
     sf = tj.script(rnn)
