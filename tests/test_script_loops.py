@@ -11,6 +11,8 @@ import tracejit as tj
 from tracejit.capture.loops import ScriptLoopBackward
 from tracejit.testing.differential import Call, compare, outcome
 
+pytestmark = pytest.mark.compile  # scripted loops' tapes run compiled steps
+
 
 @pytest.fixture(autouse=True)
 def numba_backend(monkeypatch):
@@ -46,7 +48,6 @@ def weights(n_in=3, hidden=4, seed=0):
             rg(tj.randn(hidden, hidden, generator=g) * 0.5), rg(tj.randn(hidden, generator=g)))
 
 
-@pytest.mark.compile
 def test_a_recurrence_is_one_autograd_node_with_eager_s_gradients():
     w, u, b = weights()
     calls = [Call(rg(tj.randn(n, 1, 3)), w, u, b) for n in (5, 2, 9)]
@@ -59,7 +60,6 @@ def test_a_recurrence_is_one_autograd_node_with_eager_s_gradients():
     assert sf.stats["backward_replays"] == 0
 
 
-@pytest.mark.compile
 def test_a_recurrence_under_create_graph():
     w, u, b = weights(seed=1)
     agree(rnn, *[Call(rg(tj.randn(n, 1, 3)), w, u, b) for n in (4, 3)], create_graph=True)
@@ -74,7 +74,6 @@ def states(x, w, u):
     return tj.stack(outs).sum(0) + h
 
 
-@pytest.mark.compile
 def test_tensors_the_loop_appends_carry_their_gradients_out():
     w, u, _ = weights(seed=2)
     agree(states, *[Call(rg(tj.randn(n, 1, 3)), w, u) for n in (5, 1, 7)])
@@ -91,7 +90,6 @@ def test_a_while_loop_on_a_tensor_condition():
                    for v in (4.0, 0.1, 20.0)])
 
 
-@pytest.mark.compile
 def test_an_in_place_change_of_what_the_loop_let_out_is_caught():
     w, u, b = weights(seed=3)
     sf = tj.script(rnn)
@@ -104,7 +102,6 @@ def test_an_in_place_change_of_what_the_loop_let_out_is_caught():
         loss.backward()
 
 
-@pytest.mark.compile
 def test_a_second_backward_needs_retain_graph():
     w, u, b = weights(seed=4)
     sf = tj.script(rnn)
@@ -132,7 +129,6 @@ def rnn_batch(x, h, w, u, b):
     return h
 
 
-@pytest.mark.compile
 def test_weight_gradients_summed_once_over_the_steps_of_a_batch():
     # the weights' gradients (h^T g per step) and the bias's (a sum over rows per step)
     # are summed as one product of the stacked factors at the end of the loop
@@ -149,7 +145,6 @@ def accumulate(x, w):
     return s
 
 
-@pytest.mark.compile
 def test_a_carried_matrix_gets_its_gradient_step_by_step():
     agree(accumulate, *[Call(rg(tj.randn(n, 2, 3)), rg(tj.randn(3, 3))) for n in (3, 5)])
 
@@ -160,7 +155,6 @@ def shrink(x, w):
     return x
 
 
-@pytest.mark.compile
 def test_a_while_loop_whose_body_is_a_segment():
     w = rg(tj.randn(3, 3))
     sf = agree(shrink, *[Call(rg(tj.full((2, 3), v)), w) for v in (3.0, 0.1, 9.0)])
