@@ -13,6 +13,7 @@ naming the construct, the file and the line.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 import types
@@ -265,18 +266,22 @@ class _Lowering:
             if loop is None:
                 # a return on some paths of a branch (outside loops, only returns leave):
                 # the rest of the block runs after each path that goes on, so that every
-                # path ends in a return and gives the result a value of its own
+                # path ends in a return and gives the result a value of its own (the second
+                # path gets a copy: lowering and converting change statements in place, so
+                # one statement object must not stand in two places)
+                again = copy.deepcopy(rest)
                 s.body = self.block(s.body + rest, loop)
-                s.orelse = self.block(s.orelse + rest, loop)
+                s.orelse = self.block(s.orelse + again, loop)
                 return [s]
             # in a loop, a break or continue on some paths: the rest runs under the flags
-            # it sets
-            s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
+            # it sets (found before the branches are lowered: lowering turns the break and
+            # continue, nested ifs' included, into the flags' assignments)
             flags = []
-            if loop is not None and _may_exit([s], (ast.Break,)):
+            if _may_exit([s], (ast.Break,)):
                 flags.append(loop.brk)
-            if loop is not None and _may_exit([s], (ast.Continue,)):
+            if _may_exit([s], (ast.Continue,)):
                 flags.append(loop.cont)
+            s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
             out = [s]
             if rest:
                 test = ast.UnaryOp(op=ast.Not(), operand=_name(flags[0])) if len(flags) == 1 \
