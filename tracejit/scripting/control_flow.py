@@ -44,7 +44,9 @@ class Undefined:
         self.name, self.why = name, why
 
     def _fail(self, *args, **kwargs):
-        raise NameError(f"variable '{self.name}' is not defined here: {self.why}")
+        # named at the user's line that reads it (the converted code keeps the lines)
+        raise NameError(f"{user_frame()}: variable '{self.name}' is not defined here: "
+                        f"{self.why}")
 
     __bool__ = __call__ = __iter__ = __len__ = __getitem__ = __index__ = _fail
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _fail
@@ -330,6 +332,19 @@ def _updated_in_place(rec, values, entries, results) -> set:
     return updated
 
 
+def _passed(rec, x, before):
+    """The tensor object a branch's or loop's result stands for in this call, where it
+    is one eager would hand on itself: the variable's value from before, unchanged, or
+    an input of the function (`return x` on one path); None for a tensor the path made
+    (the result is then a new tensor, as eager's is)."""
+    if not isinstance(x, Tensor):
+        return None
+    p = rec.passthrough_of(x)
+    if isinstance(before, Tensor) and p is rec.passthrough_of(before):
+        return x
+    return x if any(p is t for t in rec.inputs) else None
+
+
 def _merge_branches(rec, p, scopes, results, taken, names, where, before, updated):
     then_out, else_out = results
     if len(then_out) != len(else_out):
@@ -406,8 +421,7 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             continue
         if kind in ("tensor", "bool"):
             t = _alias(x) if isinstance(x, Tensor) else Tensor._make(np.array(bool(x)))
-            rec.bind(t, next(outs), x if k < len(before) and isinstance(x, Tensor) and
-                     rec.passthrough_of(x) is rec.passthrough_of(before[k]) else None)
+            rec.bind(t, next(outs), _passed(rec, x, before[k] if k < len(before) else None))
             values.append(t)
         elif kind == "size":
             values.append(next(sizes))
@@ -710,8 +724,7 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         if kind == "tensor":
             t = _alias(final[k]) if isinstance(final[k], Tensor) else Tensor._make(
                 np.array(final[k]))  # a bool flag the eager iterations set
-            rec.bind(t, next(outs), final[k] if isinstance(final[k], Tensor) and
-                     rec.passthrough_of(final[k]) is rec.passthrough_of(values[k]) else None)
+            rec.bind(t, next(outs), _passed(rec, final[k], values[k]))
             results.append(t)
         elif kind == "size":
             results.append(SymInt.symbol(size_syms[k].source(), int(hint_of(final[k])), rec))

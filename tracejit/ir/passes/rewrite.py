@@ -1,4 +1,13 @@
-"""Rebuilding a graph node by node: the common machinery of the passes."""
+"""Rebuilding a graph node by node: the common machinery of the passes.
+
+A pass may replace a computed value by one it equals (`x * 1.0` by `x`, two equal
+products by one). Where a value's identity is seen by the caller that is kept apart: a
+graph's own outputs get their copies at the end (`outputs.copy_aliased_outputs`); what
+a branch or loop passes on (a region's yields, a branch's or loop's operands) is kept
+distinct here, as each pass rebuilds it: a computed value that became an input, or the
+same value as another one, gets a `clone`. A script graph's branch or loop hands on its
+input tensor object itself only where the program passes the input on unchanged (as
+eager does), never a copy the program made."""
 from __future__ import annotations
 
 from ..graph import CONTROL, Graph, Node, Value
@@ -16,7 +25,8 @@ class Builder:
         self.src = src
         self.recurse = recurse
         self.graph = Graph(src.name, made_by=made_by, symbols=dict(src.symbols),
-                           input_kinds=list(src.input_kinds), notes=list(src.notes))
+                           input_kinds=list(src.input_kinds), notes=list(src.notes),
+                           region=src.region)
         self.map: dict = {}
         for v in src.inputs:
             nv = Value(v.dtype, v.shape, None, v.name)
@@ -27,7 +37,10 @@ class Builder:
         return self.map.get(x, x) if isinstance(x, Value) else x
 
     def copy(self, node: Node) -> Node:
-        new = self.emit(node.op, [self.get(x) for x in node.inputs], node.attrs,
+        inputs = [self.get(x) for x in node.inputs]
+        if node.op in CONTROL:
+            inputs = self.distinct(node.inputs, inputs)
+        new = self.emit(node.op, inputs, node.attrs,
                         [(v.dtype, v.shape) for v in node.outputs], node)
         for old, nv in zip(node.outputs, new.outputs):
             self.map[old] = nv
@@ -40,8 +53,33 @@ class Builder:
             new.regions = [self.recurse(r) for r in like.regions]
         return new
 
+    def distinct(self, olds: list, news: list) -> list:
+        """`news` (this graph's values for `olds`, values a branch or loop passes on),
+        with a clone for each tensor the source computed (a node's result) that is now an
+        input of this graph, or the value given for another of `olds`: the node must not
+        hand on the input object, or one object twice, where the program made a new
+        tensor."""
+        from ..graph import ListType
+
+        inputs, given, out = set(self.graph.inputs), {}, []
+        for old, new in zip(olds, news):
+            if isinstance(old, Value) and isinstance(new, Value) and \
+                    old.producer is not None and not isinstance(new.dtype, ListType) and \
+                    (new in inputs or given.get(new, old) is not old):
+                like = old.producer
+                node = self.graph.add_node("clone", [new], {}, [(new.dtype, new.shape)],
+                                           like.source)
+                node.grad_mode = like.grad_mode
+                new = node.outputs[0]
+            if isinstance(new, Value):
+                given.setdefault(new, old)
+            out.append(new)
+        return out + list(news[len(out):])
+
     def finish(self) -> Graph:
         self.graph.outputs = [self.get(v) for v in self.src.outputs]
+        if self.src.region:
+            self.graph.outputs = self.distinct(self.src.outputs, self.graph.outputs)
         self.graph.size_outputs = list(self.src.size_outputs)
         self.graph.mutations = [(self.get(t), self.get(v)) for t, v in self.src.mutations]
         return self.graph
