@@ -78,12 +78,17 @@ def suspended():
 
 
 def _give_up(rec, reason: str) -> None:
-    """Stop recording this call (it finishes eagerly; a later call records again)."""
+    """Stop recording this call (it finishes eagerly; a later call records again). Called
+    where a path or loop body recorded without running failed (its own `dry` level is
+    1); inside a path not taken of an enclosing branch, that path stops too: run on
+    eagerly, it would have its effects for real (`DryPathAbort`)."""
     dry, rec.dry = rec.dry, 0
     try:
         rec.abort(reason, final=False)
     finally:
         rec.dry = dry
+    if dry > 1:
+        raise DryPathAbort(reason)
 
 
 def _alias(t: Tensor) -> Tensor:
