@@ -44,8 +44,9 @@ class Undefined:
         self.name, self.why = name, why
 
     def _fail(self, *args, **kwargs):
-        # named at the user's line that reads it (the converted code keeps the lines)
-        raise NameError(f"{user_frame()}: variable '{self.name}' is not defined here: "
+        # named at the user's line that reads it (the converted code keeps the lines);
+        # Python's error for a local read before it is assigned (a NameError)
+        raise UnboundLocalError(f"{user_frame()}: variable '{self.name}' is not defined here: "
                         f"{self.why}")
 
     __bool__ = __call__ = __iter__ = __len__ = __getitem__ = __index__ = _fail

@@ -87,11 +87,11 @@ def _hoist_from(b: Builder, node) -> None:
     needed = [v for n in moved for v in n.outputs if v in used]
     new_regions = [_with_invariants(r, needed, moved_ids if r is body else ())
                    for r in regions]
-    new = b.emit(LOOP, b.distinct(node.inputs, [b.get(x) for x in node.inputs]) +
-                 [outer[v] for v in needed],
+    new = b.emit(LOOP, [b.get(x) for x in node.inputs] + [outer[v] for v in needed],
                  node.attrs, [(v.dtype, v.shape) for v in node.outputs], node)
     new.regions = new_regions
     b.map.update(zip(node.outputs, new.outputs))
+    b.passes_on(new, node.inputs)
     b.graph.notes.append(f"loop at {node.source}: {len(moved)} invariant op(s) "
                          f"({', '.join(sorted({n.op for n in moved}))}) moved in front of it")
 

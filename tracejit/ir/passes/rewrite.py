@@ -28,6 +28,7 @@ class Builder:
                            input_kinds=list(src.input_kinds), notes=list(src.notes),
                            region=src.region)
         self.map: dict = {}
+        self._control: list = []  # (branch or loop made here, its source operands)
         for v in src.inputs:
             nv = Value(v.dtype, v.shape, None, v.name)
             self.graph.inputs.append(nv)
@@ -37,13 +38,12 @@ class Builder:
         return self.map.get(x, x) if isinstance(x, Value) else x
 
     def copy(self, node: Node) -> Node:
-        inputs = [self.get(x) for x in node.inputs]
-        if node.op in CONTROL:
-            inputs = self.distinct(node.inputs, inputs)
-        new = self.emit(node.op, inputs, node.attrs,
+        new = self.emit(node.op, [self.get(x) for x in node.inputs], node.attrs,
                         [(v.dtype, v.shape) for v in node.outputs], node)
         for old, nv in zip(node.outputs, new.outputs):
             self.map[old] = nv
+        if node.op in CONTROL:
+            self.passes_on(new, node.inputs)
         return new
 
     def emit(self, op: str, inputs: list, attrs: dict, out_types: list, like: Node) -> Node:
@@ -53,33 +53,58 @@ class Builder:
             new.regions = [self.recurse(r) for r in like.regions]
         return new
 
-    def distinct(self, olds: list, news: list) -> list:
-        """`news` (this graph's values for `olds`, values a branch or loop passes on),
-        with a clone for each tensor the source computed (a node's result) that is now an
-        input of this graph, or the value given for another of `olds`: the node must not
-        hand on the input object, or one object twice, where the program made a new
-        tensor."""
+    def passes_on(self, node: Node, olds: list) -> None:
+        """`node` (a branch or loop of this graph) was made from one whose operands were
+        `olds` (its first operands, in order): `finish` keeps what it hands on apart."""
+        self._control.append((node, list(olds)))
+
+    def _distinct(self, olds: list, news: list, merged: dict) -> tuple[list, list]:
+        """(`news` with clones where needed, the clone nodes): a tensor the source
+        computed (a node's result) whose value here is an input of this graph, a value
+        other computed values were merged into (CSE, `-(-y)` as y), or the value given
+        for another of `olds`, is passed on as a copy, so that the node never hands on an
+        input object, or one object for two, where the program made a new tensor."""
         from ..graph import ListType
 
-        inputs, given, out = set(self.graph.inputs), {}, []
+        inputs, given, out, clones = set(self.graph.inputs), {}, [], []
         for old, new in zip(olds, news):
             if isinstance(old, Value) and isinstance(new, Value) and \
                     old.producer is not None and not isinstance(new.dtype, ListType) and \
-                    (new in inputs or given.get(new, old) is not old):
+                    (new in inputs or len(merged.get(new, ())) > 1 or
+                     given.get(new, old) is not old):
                 like = old.producer
                 node = self.graph.add_node("clone", [new], {}, [(new.dtype, new.shape)],
                                            like.source)
                 node.grad_mode = like.grad_mode
+                clones.append(node)
                 new = node.outputs[0]
             if isinstance(new, Value):
                 given.setdefault(new, old)
             out.append(new)
-        return out + list(news[len(out):])
+        return out + list(news[len(out):]), clones
+
+    def _merged(self) -> dict:
+        """new value -> the computed source values it stands for."""
+        merged: dict = {}
+        for old, new in self.map.items():
+            if isinstance(old, Value) and old.producer is not None and isinstance(new, Value):
+                merged.setdefault(new, set()).add(old)
+        return merged
 
     def finish(self) -> Graph:
         self.graph.outputs = [self.get(v) for v in self.src.outputs]
-        if self.src.region:
-            self.graph.outputs = self.distinct(self.src.outputs, self.graph.outputs)
+        control = self._control
+        if control or self.src.region:
+            merged = self._merged()
+            for node, olds in control:  # operands: copies go right in front of the node
+                node.inputs, clones = self._distinct(olds, node.inputs, merged)
+                if clones:
+                    nodes = self.graph.nodes[:-len(clones)]
+                    at = next(k for k, n in enumerate(nodes) if n is node)
+                    self.graph.nodes = nodes[:at] + clones + nodes[at:]
+            if self.src.region:  # what a branch's or loop's region yields
+                self.graph.outputs = self._distinct(self.src.outputs, self.graph.outputs,
+                                                    merged)[0]
         self.graph.size_outputs = list(self.src.size_outputs)
         self.graph.mutations = [(self.get(t), self.get(v)) for t, v in self.src.mutations]
         return self.graph
