@@ -140,7 +140,7 @@ def get(rec, xs: list, index):
                                     "binds": [(d, sym.source()) for d, sym in binds]},
                     [(dtype, shape)], user_frame())
     out = cf._alias(t)  # a name of its own for the element read
-    rec.bind(out, node.output)
+    rec.bind(out, node.output, cf._passed(rec, t, None))  # (an input: that tensor itself)
     return out
 
 

@@ -4,13 +4,13 @@ A pass may replace a computed value by one it equals (`x * 1.0` by `x`, two equa
 products by one). Where a value's identity is seen by the caller that is kept apart: a
 graph's own outputs get their copies at the end (`outputs.copy_aliased_outputs`); what
 a branch or loop passes on (a region's yields, a branch's or loop's operands) is kept
-distinct here, as each pass rebuilds it: a computed value that became an input, or the
-same value as another one, gets a `clone`. A script graph's branch or loop hands on its
+distinct here, as each pass rebuilds it (and what a list value holds): a computed value
+that became an input, or the same value as another one, gets a `clone`. A script graph's branch or loop hands on its
 input tensor object itself only where the program passes the input on unchanged (as
 eager does), never a copy the program made."""
 from __future__ import annotations
 
-from ..graph import CONTROL, Graph, Node, Value
+from ..graph import CONTROL, LIST, LIST_APPEND, Graph, Node, Value
 from ..symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
 
 
@@ -42,7 +42,7 @@ class Builder:
                         [(v.dtype, v.shape) for v in node.outputs], node)
         for old, nv in zip(node.outputs, new.outputs):
             self.map[old] = nv
-        if node.op in CONTROL:
+        if node.op in CONTROL or node.op in _HOLDS:
             self.passes_on(new, node.inputs)
         return new
 
@@ -54,7 +54,7 @@ class Builder:
         return new
 
     def passes_on(self, node: Node, olds: list) -> None:
-        """`node` (a branch or loop of this graph) was made from one whose operands were
+        """`node` (a branch, a loop, or a list node) was made from one whose operands were
         `olds` (its first operands, in order): `finish` keeps what it hands on apart."""
         self._control.append((node, list(olds)))
 
@@ -108,6 +108,9 @@ class Builder:
         self.graph.size_outputs = list(self.src.size_outputs)
         self.graph.mutations = [(self.get(t), self.get(v)) for t, v in self.src.mutations]
         return self.graph
+
+
+_HOLDS = (LIST, LIST_APPEND)  # nodes that put tensors in a list value (read back as they are)
 
 
 def same_type(a: Value, b: Value) -> bool:
