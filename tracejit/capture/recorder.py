@@ -410,7 +410,7 @@ class Recorder:
         return inner
 
     def open_scope(self, name: str) -> Scope:
-        scope = Scope(Graph(name, made_by="script", symbols=self.graph.symbols))
+        scope = Scope(Graph(name, made_by="script", symbols=self.graph.symbols, region=True))
         self.scopes.append(scope)
         return scope
 

@@ -136,7 +136,7 @@ class _Writer:
         return {"name": g.name, "made_by": g.made_by, "symbols": g.symbols,
                 "input_kinds": g.input_kinds, "inputs": [self.value_type(v) for v in g.inputs],
                 "nodes": nodes, "outputs": [ids[v] for v in g.outputs],
-                "notes": [str(n) for n in g.notes]}
+                "notes": [str(n) for n in g.notes], "region": g.region}
 
 
 # ---- decoding ------------------------------------------------------------------------
@@ -203,7 +203,8 @@ class _Reader:
     def graph(self, enc: dict) -> Graph:
         g = Graph(enc["name"], made_by=enc.get("made_by", "load"),
                   symbols=dict(enc.get("symbols", {})),
-                  input_kinds=list(enc.get("input_kinds", [])))
+                  input_kinds=list(enc.get("input_kinds", [])),
+                  region=bool(enc.get("region", False)))
         values = [self.value(t) for t in enc["inputs"]]
         g.inputs = list(values)
         for n in enc["nodes"]:

@@ -68,6 +68,19 @@ def flatten_outputs(obj, inputs: list, tensors: list, others: list):
     return ("p", len(others) - 1)
 
 
+def _as_eager(rec: Recorder, result):
+    """What a call that finished eagerly after its recording gave up returns: eager's
+    objects. The sizes it computed before (an `n: int`, a loop's counter) are the ints
+    they stand for, and a branch's or loop's result that this call's path handed on
+    unchanged (an input) is that tensor itself."""
+    tensors, others = [], []
+    spec = flatten_outputs(result, rec.inputs, tensors, others)
+    passed = [rec.passthrough_of(t) for t in tensors]
+    if not has_sym(others) and all(p is t for p, t in zip(passed, tensors)):
+        return result
+    return unflatten(spec, passed, hint_of(others), rec.inputs)
+
+
 def unflatten(spec, tensors: list, others: list, inputs: list = ()):
     tag, body = spec
     if tag == "t":
@@ -354,7 +367,7 @@ class TracedFunction:
             else:
                 self.events.append(f"a call ran eagerly: {rec.aborted}")
                 log("recompiles", f"{self.name}: a call ran eagerly: {rec.aborted}")
-            return result
+            return _as_eager(rec, result)
         out_tensors, out_others = [], []
         out_spec = flatten_outputs(result, rec.inputs, out_tensors, out_others)
         if any(has_sym(v) for v in out_others):  # this call's sizes, as eager gives them

@@ -100,6 +100,7 @@ class Graph:
     input_kinds: list = field(default_factory=list)  # 'arg' | 'param' | 'captured' per input
     notes: list = field(default_factory=list)        # pass decisions, for explain()
     size_outputs: list = field(default_factory=list)  # sizes a region yields (see IF/LOOP)
+    region: bool = False  # a branch's or loop's region (what it yields the node passes on)
 
     def add_node(self, op: str, inputs: list, attrs: dict, out_types: list,
                  source: str = "") -> Node:

@@ -44,7 +44,10 @@ class Undefined:
         self.name, self.why = name, why
 
     def _fail(self, *args, **kwargs):
-        raise NameError(f"variable '{self.name}' is not defined here: {self.why}")
+        # named at the user's line that reads it (the converted code keeps the lines);
+        # Python's error for a local read before it is assigned (a NameError)
+        raise UnboundLocalError(f"{user_frame()}: variable '{self.name}' is not defined here: "
+                        f"{self.why}")
 
     __bool__ = __call__ = __iter__ = __len__ = __getitem__ = __index__ = _fail
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _fail
@@ -76,12 +79,17 @@ def suspended():
 
 
 def _give_up(rec, reason: str) -> None:
-    """Stop recording this call (it finishes eagerly; a later call records again)."""
+    """Stop recording this call (it finishes eagerly; a later call records again). Called
+    where a path or loop body recorded without running failed (its own `dry` level is
+    1); inside a path not taken of an enclosing branch, that path stops too: run on
+    eagerly, it would have its effects for real (`DryPathAbort`)."""
     dry, rec.dry = rec.dry, 0
     try:
         rec.abort(reason, final=False)
     finally:
         rec.dry = dry
+    if dry > 1:
+        raise DryPathAbort(reason)
 
 
 def _alias(t: Tensor) -> Tensor:
@@ -330,6 +338,19 @@ def _updated_in_place(rec, values, entries, results) -> set:
     return updated
 
 
+def _passed(rec, x, before):
+    """The tensor object a branch's or loop's result stands for in this call, where it
+    is one eager would hand on itself: the variable's value from before, unchanged, or
+    an input of the function (`return x` on one path); None for a tensor the path made
+    (the result is then a new tensor, as eager's is)."""
+    if not isinstance(x, Tensor):
+        return None
+    p = rec.passthrough_of(x)
+    if isinstance(before, Tensor) and p is rec.passthrough_of(before):
+        return x
+    return x if any(p is t for t in rec.inputs) else None
+
+
 def _merge_branches(rec, p, scopes, results, taken, names, where, before, updated):
     then_out, else_out = results
     if len(then_out) != len(else_out):
@@ -406,8 +427,7 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             continue
         if kind in ("tensor", "bool"):
             t = _alias(x) if isinstance(x, Tensor) else Tensor._make(np.array(bool(x)))
-            rec.bind(t, next(outs), x if k < len(before) and isinstance(x, Tensor) and
-                     rec.passthrough_of(x) is rec.passthrough_of(before[k]) else None)
+            rec.bind(t, next(outs), _passed(rec, x, before[k] if k < len(before) else None))
             values.append(t)
         elif kind == "size":
             values.append(next(sizes))
@@ -710,8 +730,7 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         if kind == "tensor":
             t = _alias(final[k]) if isinstance(final[k], Tensor) else Tensor._make(
                 np.array(final[k]))  # a bool flag the eager iterations set
-            rec.bind(t, next(outs), final[k] if isinstance(final[k], Tensor) and
-                     rec.passthrough_of(final[k]) is rec.passthrough_of(values[k]) else None)
+            rec.bind(t, next(outs), _passed(rec, final[k], values[k]))
             results.append(t)
         elif kind == "size":
             results.append(SymInt.symbol(size_syms[k].source(), int(hint_of(final[k])), rec))

@@ -13,6 +13,7 @@ naming the construct, the file and the line.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 import types
@@ -69,8 +70,19 @@ class _Checker(ast.NodeVisitor):
 
 # ---- names a block assigns ----------------------------------------------------------------------
 class _Assigned(ast.NodeVisitor):
-    def __init__(self):
+    """`scope`: the function's own variables (parameters and assigned names). A container
+    or tensor changed in place is a variable the block changes only when it is one of
+    them: a global or closure variable (`LOG.append(i)` on a global list) stays the
+    outer name, read where it is used (carried, it would become a local of the function,
+    unbound where it is loaded), and the call's helper refuses the change by its line."""
+
+    def __init__(self, scope=None):
         self.names: list = []
+        self.scope = scope
+
+    def _changed(self, name: str):
+        if self.scope is None or name in self.scope:
+            self._add(name)
 
     def _add(self, name: str):
         if name not in self.names and name != RUNTIME and not name.startswith(_PREFIX + "f"):
@@ -98,7 +110,7 @@ class _Assigned(ast.NodeVisitor):
     def visit_Subscript(self, node):
         # `x[i] = v`, `x[i] += v`: the tensor is a variable the block changes
         if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
-            self._add(node.value.id)
+            self._changed(node.value.id)
         self.generic_visit(node)
 
     def visit_Expr(self, node):
@@ -110,12 +122,12 @@ class _Assigned(ast.NodeVisitor):
                 isinstance(call.func.value, ast.Name) and (
                     call.func.attr in ("append", "extend", "insert", "pop") or
                     (call.func.attr.endswith("_") and not call.func.attr.startswith("_"))):
-            self._add(call.func.value.id)
+            self._changed(call.func.value.id)
         self.generic_visit(node)
 
 
-def assigned(stmts) -> list:
-    v = _Assigned()
+def assigned(stmts, scope=None) -> list:
+    v = _Assigned(scope)
     for s in stmts:
         v.visit(s)
     return v.names
@@ -265,18 +277,22 @@ class _Lowering:
             if loop is None:
                 # a return on some paths of a branch (outside loops, only returns leave):
                 # the rest of the block runs after each path that goes on, so that every
-                # path ends in a return and gives the result a value of its own
+                # path ends in a return and gives the result a value of its own (the second
+                # path gets a copy: lowering and converting change statements in place, so
+                # one statement object must not stand in two places)
+                again = copy.deepcopy(rest)
                 s.body = self.block(s.body + rest, loop)
-                s.orelse = self.block(s.orelse + rest, loop)
+                s.orelse = self.block(s.orelse + again, loop)
                 return [s]
             # in a loop, a break or continue on some paths: the rest runs under the flags
-            # it sets
-            s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
+            # it sets (found before the branches are lowered: lowering turns the break and
+            # continue, nested ifs' included, into the flags' assignments)
             flags = []
-            if loop is not None and _may_exit([s], (ast.Break,)):
+            if _may_exit([s], (ast.Break,)):
                 flags.append(loop.brk)
-            if loop is not None and _may_exit([s], (ast.Continue,)):
+            if _may_exit([s], (ast.Continue,)):
                 flags.append(loop.cont)
+            s.body, s.orelse = self.block(s.body, loop), self.block(s.orelse, loop)
             out = [s]
             if rest:
                 test = ast.UnaryOp(op=ast.Not(), operand=_name(flags[0])) if len(flags) == 1 \
@@ -379,11 +395,12 @@ def _test(expr):
 
 
 class _Converter(ast.NodeTransformer):
-    def __init__(self, filename: str, local: frozenset = frozenset()):
+    def __init__(self, filename: str, local: frozenset = frozenset(), scope=None):
         self.filename = filename
         self.counter = 0
         self.depth = 0
         self.local = local  # names the function assigns (its parameters are not)
+        self.scope = scope  # the function's variables, parameters included
 
     def _fresh(self, what: str) -> str:
         self.counter += 1
@@ -490,7 +507,7 @@ class _Converter(ast.NodeTransformer):
 
     def visit_If(self, node):
         self.generic_visit(node)
-        names = assigned(node.body + node.orelse)
+        names = assigned(node.body + node.orelse, self.scope)
         then_f, else_f = self._fresh("then"), self._fresh("else")
         call = _call("if_", _test(node.test), _name(then_f), _name(else_f), _tuple(names),
                      _names(names))
@@ -502,7 +519,7 @@ class _Converter(ast.NodeTransformer):
     def visit_While(self, node):
         self.generic_visit(node)
         brk = getattr(node, "_tj_break", None)
-        names = assigned(node.body)
+        names = assigned(node.body, self.scope)
         if brk and brk not in names:
             names.append(brk)
         cond_f, body_f = self._fresh("cond"), self._fresh("body")
@@ -523,7 +540,7 @@ class _Converter(ast.NodeTransformer):
         # the loop's target is a variable of the function too: after the loop it holds the
         # last item (or, when the loop ran no iteration, what it held before)
         targets = assigned([ast.Assign(targets=[node.target], value=_const(None))])
-        names = targets + [n for n in assigned(node.body) if n not in targets]
+        names = targets + [n for n in assigned(node.body, self.scope) if n not in targets]
         if brk and brk not in names:
             names.append(brk)
         body_f = self._fresh("body")
@@ -583,6 +600,15 @@ def _local_names(fdef: ast.FunctionDef, entry: bool) -> frozenset:
         elif isinstance(node, ast.alias):
             names.add((node.asname or node.name).split(".")[0])
     return frozenset(names)
+
+
+def _scope_names(fdef: ast.FunctionDef) -> frozenset:
+    """The function's own variables: its parameters and the names it assigns (not the
+    globals and closure variables it reads)."""
+    a = fdef.args
+    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+    params.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+    return frozenset(params) | _local_names(fdef, entry=True)
 
 
 def _plain(expr) -> bool:
@@ -690,7 +716,7 @@ def convert(fn, entry: bool = False):
     _refuse_self_calls(fn, fdef, filename)
     lowering = _Lowering(filename)
     lowering.function(fdef)
-    fdef = _Converter(filename, _local_names(fdef, entry)).visit(fdef)
+    fdef = _Converter(filename, _local_names(fdef, entry), _scope_names(fdef)).visit(fdef)
     # the twin is defined under a name of its own: the function's own name in its body
     # keeps meaning what it means in the original (a global, a closure cell)
     fdef.name = _PREFIX + "converted"

@@ -57,9 +57,24 @@ def _elem(rec, t: Tensor, elem):
         raise cf.ScriptError(f"{user_frame()}: a list built in a loop or branch holds "
                              f"tensors of one dtype and rank; {format_type(Value(*elem), {})}"
                              f" and {format_type(v, {})} were added")
-    shape = tuple(a if same_dim(a, b) or _varying(rec, a) else _new_varying(rec, b)
+    shape = tuple(a if _same_size(a, b) or _varying(rec, a) else _new_varying(rec, b)
                   for a, b in zip(elem[1], mine[1]))
     return elem[0], shape
+
+
+def _same_size(a, b) -> bool:
+    """Whether two elements' sizes are one: the same size, or sizes of the inputs (or
+    constants) equal in this call, guarded equal as a branch's two paths' are (a size
+    from data that differs by name is a size of its own per element)."""
+    if same_dim(a, b):
+        return True
+    if is_dynamic(a) or is_dynamic(b) or hint_of(a) != hint_of(b):
+        return False
+    if isinstance(a, SymInt):
+        assert a == b  # records the guard
+    else:
+        assert b == a
+    return True
 
 
 def _varying(rec, size) -> bool:
@@ -140,7 +155,7 @@ def get(rec, xs: list, index):
                                     "binds": [(d, sym.source()) for d, sym in binds]},
                     [(dtype, shape)], user_frame())
     out = cf._alias(t)  # a name of its own for the element read
-    rec.bind(out, node.output)
+    rec.bind(out, node.output, cf._passed(rec, t, None))  # (an input: that tensor itself)
     return out
 
 

@@ -44,7 +44,7 @@ def result(value):
     path of a branch) raises here, as any other use of it does."""
     for leaf in _containers(value):
         if isinstance(leaf, Undefined):
-            raise NameError(f"{user_frame()}: the function returns variable '{leaf.name}', "
+            raise UnboundLocalError(f"{user_frame()}: the function returns variable '{leaf.name}', "
                             f"which is not defined here: {leaf.why}")
     return value
 

@@ -9,7 +9,8 @@ arithmetic with loop indices, lists of tensors (append, index, item assignment),
 `out[i] =` writes, plain and scripted helpers, closure variables, globals and module
 attributes changed between calls. Each construct class has a name (`CONSTRUCTS`) and can
 be switched off, so that a class with a known bug can be set aside while the rest is
-fuzzed. A `ScriptError` that names the user's construct is a refusal (counted apart); any
+fuzzed. A `ScriptError` that names the user's construct, or an error script mode raises
+by design naming the program's line (`REFUSAL_ERRORS`), is a refusal (counted apart); any
 other difference from eager is a mismatch, reported with the program, seed and call.
 
     python -m tracejit fuzz --script --n 200 --seed 1
@@ -72,23 +73,22 @@ KNOWN_BUGGY = {
                   "KeyError dtype('O'); numba: NameError 'u0'",
     "scripted_helper": "a scripted helper's `k: int` rejects the SymInt a scripted caller "
                        "passes (TypeError)",
-    "nested_exit": "a break in an if nested in an if of a loop body, statements after it: "
-                   "IndexError in or_()",
-    "alias": "an output that is (eagerly) the input comes back as a copy, and a copy "
-             "x * 1.0 that a branch or loop carries comes back as the input itself",
     "out_setitem": "out[i] = ... in a loop with a branch loses requires_grad / gradients",
     "list_setitem": "an item assignment in a list in or after a loop is dropped on later "
                     "calls",
     "index_after_loop": "a loop index read after its loop: NameError, or its pre-loop value",
-    "loop_local_after": "a variable assigned only inside a loop is not defined after it "
-                        "(NameError where eager reads it)",
-    "side_effect": "LOG.append(...) on a global list in a loop or tensor branch: NameError "
-                   "'LOG'; elsewhere skipped after the compile",
     "nested_return": "a return in a nested if is refused naming `__tj_ret`",
 }
-# an int output comes back as a SymInt where recording the path not taken fails (with one
-# of the classes above): int_output alone agrees with eager
-DEFAULT = ALL - set(KNOWN_BUGGY)
+# constructs script mode refuses by design (docs/script.md, "What is refused"): every
+# program using one is refused (a clear error naming its line), so they are off by
+# default (they would leave little else fuzzed) and on with `--all`, counted as refusals
+REFUSED = {
+    "loop_local_after": "a variable assigned only inside a loop is not defined after it: "
+                        "UnboundLocalError naming the line that reads it and the loop",
+    "side_effect": "LOG.append(...) on a global list: ScriptError naming the line, at the "
+                   "first call",
+}
+DEFAULT = ALL - set(KNOWN_BUGGY) - set(REFUSED)
 
 
 @dataclass
@@ -523,8 +523,8 @@ class Report:
     def __str__(self) -> str:
         return (f"{self.programs} programs, {self.calls} scripted calls compared with eager, "
                 f"{len(self.mismatches)} mismatches, {len(self.refused)} programs refused "
-                f"with a ScriptError; {self.rounding} float32 calls apart only within 10x the "
-                f"tolerance (rounding)")
+                f"with a clear error (a ScriptError, or a refusal by design naming the line); "
+                f"{self.rounding} float32 calls apart only within 10x the tolerance (rounding)")
 
 
 def _namespaces(prog: Program, backend: str):
@@ -576,6 +576,25 @@ def _clear(message: str) -> bool:
     return "__tj" not in message and "<undefined" not in message
 
 
+# errors other than ScriptError that script mode raises by design where eager runs on
+# (docs/script.md): error type -> what its message says. With the program's file:line at
+# the start of the message, such an error is a refusal, not a mismatch
+REFUSAL_ERRORS = {
+    # a variable assigned only inside a loop, read after it (the loop may run no time)
+    "UnboundLocalError": "is not defined here: it is assigned inside the loop at",
+}
+
+
+def _refusal(res, filename: str) -> bool:
+    """Whether a scripted call's error is a clear refusal: a ScriptError about the
+    user's code, or an error of REFUSAL_ERRORS naming the program's line."""
+    if res.error == "ScriptError":
+        return _clear(res.message)
+    says = REFUSAL_ERRORS.get(res.error)
+    return says is not None and res.message.startswith(f"{filename}:") and \
+        says in res.message and _clear(res.message)
+
+
 def run_program(seed: int, backend: str, calls: int = 5, report: Report | None = None,
                 constructs=DEFAULT) -> Report:
     """Script program `seed`, call it `calls` times and compare each call with eager."""
@@ -624,7 +643,7 @@ def check(prog: Program, backend: str, calls: int = 5, report: Report | None = N
                 res.log = list(ns["LOG"])
                 results.append(res)
             report.calls += 1
-            if results[1].error == "ScriptError" and _clear(results[1].message):
+            if results[1].error != results[0].error and _refusal(results[1], filename):
                 report.refused.append((seed, backend, call, results[1].message))
                 return report
             diff = compare(*results)

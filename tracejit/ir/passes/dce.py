@@ -153,6 +153,7 @@ def _copy_pruned(b: Builder, node, dead: frozenset, used: set) -> None:
                             if i not in dead], node.source)
     new.grad_mode, new.regions = node.grad_mode, regions
     b.map.update(zip([v for i, v in enumerate(node.outputs) if i not in dead], new.outputs))
+    b.passes_on(new, [node.inputs[i] for i in keep])
     carried = sum(1 for j in dead if j < k)
     b.graph.notes.append(f"loop at {node.source}: {carried} carried value(s) and "
                          f"{len(dead) - carried} invariant(s) nothing reads dropped")

@@ -91,6 +91,7 @@ def _hoist_from(b: Builder, node) -> None:
                  node.attrs, [(v.dtype, v.shape) for v in node.outputs], node)
     new.regions = new_regions
     b.map.update(zip(node.outputs, new.outputs))
+    b.passes_on(new, node.inputs)
     b.graph.notes.append(f"loop at {node.source}: {len(moved)} invariant op(s) "
                          f"({', '.join(sorted({n.op for n in moved}))}) moved in front of it")
 

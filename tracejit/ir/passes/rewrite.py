@@ -1,7 +1,16 @@
-"""Rebuilding a graph node by node: the common machinery of the passes."""
+"""Rebuilding a graph node by node: the common machinery of the passes.
+
+A pass may replace a computed value by one it equals (`x * 1.0` by `x`, two equal
+products by one). Where a value's identity is seen by the caller that is kept apart: a
+graph's own outputs get their copies at the end (`outputs.copy_aliased_outputs`); what
+a branch or loop passes on (a region's yields, a branch's or loop's operands) is kept
+distinct here, as each pass rebuilds it (and what a list value holds): a computed value
+that became an input, or the same value as another one, gets a `clone`. A script graph's
+branch or loop hands on its input tensor object itself only where the program passes the
+input on unchanged (as eager does), never a copy the program made."""
 from __future__ import annotations
 
-from ..graph import CONTROL, Graph, Node, Value
+from ..graph import CONTROL, LIST, LIST_APPEND, Graph, Node, Value
 from ..symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
 
 
@@ -16,8 +25,10 @@ class Builder:
         self.src = src
         self.recurse = recurse
         self.graph = Graph(src.name, made_by=made_by, symbols=dict(src.symbols),
-                           input_kinds=list(src.input_kinds), notes=list(src.notes))
+                           input_kinds=list(src.input_kinds), notes=list(src.notes),
+                           region=src.region)
         self.map: dict = {}
+        self._control: list = []  # (branch or loop made here, its source operands)
         for v in src.inputs:
             nv = Value(v.dtype, v.shape, None, v.name)
             self.graph.inputs.append(nv)
@@ -31,6 +42,8 @@ class Builder:
                         [(v.dtype, v.shape) for v in node.outputs], node)
         for old, nv in zip(node.outputs, new.outputs):
             self.map[old] = nv
+        if node.op in CONTROL or node.op in _HOLDS:
+            self.passes_on(new, node.inputs)
         return new
 
     def emit(self, op: str, inputs: list, attrs: dict, out_types: list, like: Node) -> Node:
@@ -40,11 +53,64 @@ class Builder:
             new.regions = [self.recurse(r) for r in like.regions]
         return new
 
+    def passes_on(self, node: Node, olds: list) -> None:
+        """`node` (a branch, a loop, or a list node) was made from one whose operands were
+        `olds` (its first operands, in order): `finish` keeps what it hands on apart."""
+        self._control.append((node, list(olds)))
+
+    def _distinct(self, olds: list, news: list, merged: dict) -> tuple[list, list]:
+        """(`news` with clones where needed, the clone nodes): a tensor the source
+        computed (a node's result) whose value here is an input of this graph, a value
+        other computed values were merged into (CSE, `-(-y)` as y), or the value given
+        for another of `olds`, is passed on as a copy, so that the node never hands on an
+        input object, or one object for two, where the program made a new tensor."""
+        from ..graph import ListType
+
+        inputs, given, out, clones = set(self.graph.inputs), {}, [], []
+        for old, new in zip(olds, news):
+            if isinstance(old, Value) and isinstance(new, Value) and \
+                    old.producer is not None and not isinstance(new.dtype, ListType) and \
+                    (new in inputs or len(merged.get(new, ())) > 1 or
+                     given.get(new, old) is not old):
+                like = old.producer
+                node = self.graph.add_node("clone", [new], {}, [(new.dtype, new.shape)],
+                                           like.source)
+                node.grad_mode = like.grad_mode
+                clones.append(node)
+                new = node.outputs[0]
+            if isinstance(new, Value):
+                given.setdefault(new, old)
+            out.append(new)
+        return out + list(news[len(out):]), clones
+
+    def _merged(self) -> dict:
+        """new value -> the computed source values it stands for."""
+        merged: dict = {}
+        for old, new in self.map.items():
+            if isinstance(old, Value) and old.producer is not None and isinstance(new, Value):
+                merged.setdefault(new, set()).add(old)
+        return merged
+
     def finish(self) -> Graph:
         self.graph.outputs = [self.get(v) for v in self.src.outputs]
+        control = self._control
+        if control or self.src.region:
+            merged = self._merged()
+            for node, olds in control:  # operands: copies go right in front of the node
+                node.inputs, clones = self._distinct(olds, node.inputs, merged)
+                if clones:
+                    nodes = self.graph.nodes[:-len(clones)]
+                    at = next(k for k, n in enumerate(nodes) if n is node)
+                    self.graph.nodes = nodes[:at] + clones + nodes[at:]
+            if self.src.region:  # what a branch's or loop's region yields
+                self.graph.outputs = self._distinct(self.src.outputs, self.graph.outputs,
+                                                    merged)[0]
         self.graph.size_outputs = list(self.src.size_outputs)
         self.graph.mutations = [(self.get(t), self.get(v)) for t, v in self.src.mutations]
         return self.graph
+
+
+_HOLDS = (LIST, LIST_APPEND)  # nodes that put tensors in a list value (read back as they are)
 
 
 def same_type(a: Value, b: Value) -> bool:

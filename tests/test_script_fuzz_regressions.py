@@ -1,0 +1,374 @@
+"""Script mode against eager where the script-mode fuzzer (`python -m tracejit fuzz
+--script --all`) found it wrong, each as a small program written by hand: scripted, called
+first (the recording call) and again with other sizes, counts and values, compared with
+the same function run eagerly (values, gradients, errors, and the type and identity of
+every output); what script mode refuses by design raises a clear error naming the line."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import tracejit as tj
+from tracejit.testing.differential import Call, compare, outcome
+
+
+def agree(fn, *calls: Call, backend: str = "auto"):
+    """Script fn and check every call against eager: values, gradients, errors, output
+    types, and which outputs are the inputs themselves."""
+    sf = tj.script(fn, backend=backend)
+    for k, call in enumerate(calls):
+        diff = compare(outcome(fn, *call.fresh()), outcome(sf, *call.fresh()))
+        assert diff is None, f"call {k} {call.args}: {diff}"
+    return sf
+
+
+def rg(t):
+    return t.requires_grad_()
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+BACKENDS = ["interpret", "numba"]
+
+
+# ---- A. break / continue inside an if nested in an if of a loop body ----------------------------
+def break_in_nested_if(x, n: int):
+    for i in range(n):
+        if x.sum() > 0:
+            if i >= 2:
+                break
+        x = x * 1.5 - 0.25
+    return x
+
+
+def continue_in_nested_if(x, n: int):
+    for i in range(n):
+        if i % 2 == 0:
+            if x.sum() > 0:
+                continue
+        x = x * 1.5 - 0.25
+    return x
+
+
+def break_or_continue_in_inner_else(x, n: int):
+    h = x * 0.5
+    for i in range(n):
+        if i > 1:
+            h = h + x
+        else:
+            if x.mean() < 0:
+                break
+            if i == 0:
+                continue
+        h = h.tanh() * 2.0
+    return h
+
+
+def break_after_a_branch_that_returns_on_one_path(x, n: int):
+    if n == 3:
+        if x.sum() > 0:
+            return x * 2, 0
+    k = 0
+    while k < 3:
+        if n > 2:
+            break
+        k += 1
+    return x * 1.5, k
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [break_in_nested_if, continue_in_nested_if,
+                                break_or_continue_in_inner_else,
+                                break_after_a_branch_that_returns_on_one_path])
+def test_a_break_or_continue_in_a_nested_if_with_statements_after_it(fn, backend):
+    calls = [Call(rg(tj.ones(3) * v), n) for v, n in
+             [(1.0, 5), (-1.0, 4), (0.5, 0), (1.0, 3), (-2.0, 1), (2.0, 7), (-1.0, 3)]]
+    calls.insert(3, Call(rg(tj.ones(5) * 0.3), 6))
+    agree(fn, *calls, backend=backend)
+
+
+def test_the_rest_after_a_partly_returning_branch_is_not_shared_between_its_paths():
+    # the statements after the branch are lowered once per path: the loop keeps its own
+    # break flag on each (it was undefined on the second path)
+    sf = tj.script(break_after_a_branch_that_returns_on_one_path)
+    assert sf.source.count("__tj_brk1 = False") + sf.source.count("__tj_brk2 = False") == 2
+
+
+# ---- B. a side effect on a global list inside a loop or a branch on a tensor ---------------------
+LOG: list = []
+
+
+def logs_in_a_loop(x, n: int):
+    for i in range(n):
+        LOG.append(i)
+        x = x * 2
+    return x
+
+
+def logs_in_a_tensor_branch(x, n: int):
+    if x.sum() > 0:
+        LOG.append(n)
+    return x * 2
+
+
+def logs_before_and_in_a_while(x, n: int):
+    j = 0
+    while j < n:
+        LOG.append(j)
+        j += 1
+    return x * 3
+
+
+def logs_in_a_nested_loop(x, n: int):
+    for i in range(x.shape[0]):
+        for j in range(n):
+            if x[i].sum() > 0:
+                LOG.append(j)
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [logs_in_a_loop, logs_in_a_tensor_branch,
+                                logs_before_and_in_a_while, logs_in_a_nested_loop])
+def test_a_global_list_changed_in_a_loop_or_branch_is_refused_naming_its_line(fn):
+    sf = tj.script(fn)
+    where = f"{__file__}:{line_of(fn, 'LOG.append')}"
+    for v, n in [(1.0, 3), (-1.0, 0), (1.0, 0), (-1.0, 2)]:  # a loop that runs no time too
+        with pytest.raises(tj.jit.ScriptError) as err:
+            sf(rg(tj.ones(3) * v), n)
+        message = str(err.value)
+        assert message.startswith(where) and "only while compiling" in message, message
+        assert "__tj" not in message and "not defined" not in message
+    assert LOG == []  # refused before anything was appended
+
+
+GT = tj.zeros(3)
+
+
+def adds_to_a_global_tensor_in_a_loop(x, n: int):
+    for i in range(n):
+        GT.add_(1.0)
+        x = x * 2
+    return x + GT
+
+
+def test_a_global_tensor_updated_in_place_in_a_loop_is_the_global_itself():
+    # (carried as a variable, the global became a local of the function: NameError)
+    sf = tj.script(adds_to_a_global_tensor_in_a_loop)
+    for n in (3, 0, 2, 1):
+        before = GT.clone()
+        out = sf(tj.ones(3), n)
+        assert (GT.numpy() == (before + n).numpy()).all()
+        assert (out.numpy() == (before + n + 2.0 ** n).numpy()).all()
+
+
+# ---- C. an int output is a Python int ---------------------------------------------------------
+def counts_and_gives_up_on_the_other_path(x, n: int):
+    k = 0
+    for i in range(n):
+        k += 2
+    if x.sum() > 0:
+        return x * 2, k, n
+    y = x[7] * x  # x[7] is out of range for a short x: recorded without running, fails
+    return y, k, n
+
+
+def returns_its_loop_index_and_counter(x, n: int):
+    i, steps = -1, 0
+    for i in range(n):
+        if x.sum() > 0:
+            steps += 1
+        x = x * 0.5
+    return x, i, steps, n
+
+
+def test_an_int_output_is_an_int_when_the_recording_gives_up():
+    fn = counts_and_gives_up_on_the_other_path
+    sf = agree(fn, *[Call(rg(tj.ones(m) * v), n) for m, v, n in
+                     [(3, 1.0, 4), (2, 1.0, 0), (9, -1.0, 3), (3, 1.0, 7), (8, -1.0, 1)]])
+    out = sf(tj.ones(3), 5)
+    assert type(out[1]) is int and type(out[2]) is int and out[1:] == (10, 5)
+
+
+def test_an_int_output_is_an_int_on_every_call():
+    sf = agree(returns_its_loop_index_and_counter,
+               *[Call(rg(tj.ones(3) * v), n) for v, n in
+                 [(1.0, 3), (-1.0, 0), (1.0, 5), (-1.0, 2), (1.0, 1)]])
+    assert sf.stats["compiles"] == 1
+    assert all(type(v) is int for v in sf(tj.ones(3), 4)[1:])
+
+
+# ---- D. an output is the input itself exactly where eager's is ----------------------------------
+def returns_the_input_on_one_path(x):
+    if x.sum() > 0:
+        return x
+    return x * 2
+
+
+def a_copy_that_a_branch_keeps(x):
+    h = x * 1.0
+    if x.sum() > 0:
+        h = x
+    return h
+
+
+def a_copy_that_a_loop_carries(x, n: int):
+    h = x * 1.0
+    for i in range(n):
+        h = h + 1
+    return h
+
+
+def the_input_through_a_loop(x, n: int):
+    y = x
+    for i in range(n):
+        y = y + 1
+    return y
+
+
+def returns_in_nested_branches(x, n: int):
+    h1 = x + x * 0.5
+    if x.norm() > 2.0:
+        if x.sum() > 0:
+            return h1, h1.sum(), n
+    return x, h1.sum(), n
+
+
+def equal_products_one_kept_by_a_branch(x):
+    a = x * 2
+    b = x * 2
+    if x.sum() > 0:
+        a = a + 1
+    return a, b
+
+
+def equal_products_one_carried_by_a_loop(x, n: int):
+    a = x * 2
+    for i in range(n):
+        a = a + 1
+    b = x * 2
+    return a, b
+
+
+def writes_into_a_copy_in_a_loop(x, n: int):
+    o = x * 1.0
+    for i in range(n):
+        if x.sum() > 0:
+            o = o * 0.5
+    o[0] = 7.0
+    return o
+
+
+def reads_the_input_back_from_a_list(x, n: int):
+    hs = [x]
+    for i in range(x.shape[0]):
+        hs.append(x * 2)
+    return hs[(n - 2) % len(hs)], len(hs)  # the first call reads x back
+
+
+def reads_a_copy_back_from_a_list(x, n: int):
+    hs = [x * 1.0]
+    for i in range(x.shape[0]):
+        hs.append(x * 2)
+    return hs[n % len(hs)]
+
+
+def _calls(fn):
+    values = [(3, 1.0, 2), (3, -1.0, 0), (2, 1.0, 0), (4, -1.0, 3), (3, 3.0, 1), (2, -3.0, 2)]
+    n_param = "n" in inspect.signature(fn).parameters
+    return [Call(tj.ones(m) * v, n) if n_param else Call(tj.ones(m) * v)
+            for m, v, n in values]
+
+
+ALIASING = [returns_the_input_on_one_path, a_copy_that_a_branch_keeps,
+            a_copy_that_a_loop_carries, the_input_through_a_loop, returns_in_nested_branches,
+            equal_products_one_kept_by_a_branch, equal_products_one_carried_by_a_loop,
+            writes_into_a_copy_in_a_loop, reads_the_input_back_from_a_list,
+            reads_a_copy_back_from_a_list]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", ALIASING)
+def test_an_output_is_the_input_itself_exactly_where_eagers_is(fn, backend):
+    calls = _calls(fn)
+    agree(fn, *calls, backend=backend)  # compare() checks `is_input` of every output
+    sf = tj.script(fn, backend=backend)
+    for call in calls:
+        args = call.fresh()[0]
+        before = args[0].numpy().copy()
+        e, s = fn(*call.fresh()[0]), sf(*args)
+        e, s = (e, s) if isinstance(e, tuple) else ((e,), (s,))
+        for a, b in zip(e, s):  # one object for two outputs only where eager has one
+            assert [a is c for c in e] == [b is c for c in s]
+        for out in s:  # a new tensor never shares the caller's input
+            if isinstance(out, tj.Tensor) and out is not args[0]:
+                out.add_(100.0)
+        assert (args[0].numpy() == before).all()
+
+
+def test_gradients_flow_through_an_input_handed_on_by_a_branch():
+    agree(returns_the_input_on_one_path,
+          *[Call(rg(tj.ones(m) * v)) for m, v in [(3, 1.0), (3, -1.0), (2, 2.0), (4, -2.0)]])
+    agree(the_input_through_a_loop,
+          *[Call(rg(tj.ones(m) * v), n) for m, v, n in [(3, 1.0, 2), (3, 1.0, 0), (2, 2.0, 3)]])
+
+
+# ---- a path not taken never runs for real -------------------------------------------------------
+def fails_inside_a_path_not_taken(x, n: int):
+    if x.sum() > 0:
+        return x * 2
+    for i in range(n):
+        t = x * i
+    for j in range(n):
+        x = x + t  # recorded without running (n == 0): t is not defined here
+    x.mul_(3)
+    return x
+
+
+def test_a_loop_failing_while_recorded_inside_a_path_not_taken_stops_that_path():
+    # the path not taken went on eagerly after the loop gave up: x.mul_(3) ran for real
+    sf = tj.script(fails_inside_a_path_not_taken)
+    x = tj.ones(3)
+    out = sf(x, 0)
+    assert (x.numpy() == 1.0).all() and (out.numpy() == 2.0).all()
+
+
+# ---- E. a variable assigned only inside a loop, read after it: refused by design ---------------
+def reads_a_loop_local_after_the_loop(x, n: int):
+    for i in range(n + 1):
+        t = x * 0.5 + i
+    y = t + x
+    return y
+
+
+def test_a_variable_assigned_only_inside_a_loop_is_refused_naming_the_lines():
+    sf = tj.script(reads_a_loop_local_after_the_loop)
+    use = f"{__file__}:{line_of(reads_a_loop_local_after_the_loop, 'y = t + x')}"
+    loop = f"{__file__}:{line_of(reads_a_loop_local_after_the_loop, 'for i in')}"
+    for n in (2, 0, 1):
+        reads_a_loop_local_after_the_loop(tj.ones(3), n)  # eager runs: the loop ran
+        with pytest.raises(NameError) as err:  # UnboundLocalError, as Python's
+            sf(tj.ones(3), n)
+        message = str(err.value)
+        assert message.startswith(f"{use}: variable 't' is not defined here"), message
+        assert f"inside the loop at {loop}" in message and "before the loop" in message
+        assert "__tj" not in message
+
+
+def test_the_fuzzer_counts_a_refusal_by_design_as_refused_and_other_errors_as_mismatches():
+    from tracejit.testing import script_fuzz as sfz
+    from tracejit.testing.differential import Outcome
+
+    res = Outcome()
+    res.error, res.message = "UnboundLocalError", (
+        "<script fuzz 7>:9: variable 't2' is not defined here: it is assigned inside the "
+        "loop at <script fuzz 7>:4 but not before it")
+    assert sfz._refusal(res, "<script fuzz 7>")
+    assert not sfz._refusal(res, "<script fuzz 8>")  # another program's line
+    res.error = "NameError"
+    assert not sfz._refusal(res, "<script fuzz 7>")
+    res.error, res.message = "UnboundLocalError", "<script fuzz 7>:9: variable '__tj_brk8'"
+    assert not sfz._refusal(res, "<script fuzz 7>")
