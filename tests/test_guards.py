@@ -481,3 +481,43 @@ def test_traced_functions_and_partials_read_from_outside_are_guarded():
     finally:
         _INNER, _PART = old
         _SCALE[0] = 2.0
+
+
+S_ZERO = 0.0
+L_ZERO = [0.0]
+
+
+def _over_s_zero(x):
+    return x / S_ZERO
+
+
+def _over_l_zero(x):
+    return x / L_ZERO[0]
+
+
+@pytest.mark.parametrize("fn", [_over_s_zero, _over_l_zero])
+def test_minus_zero_is_another_value_than_zero(fn):
+    """`x / 0.0` is inf and `x / -0.0` is -inf: a guard that compared with `==` reused the
+    trace of one for the other."""
+    global S_ZERO
+    x = tj.ones(3)
+    t = tj.trace(fn, (x,))
+    try:
+        with np.errstate(all="ignore"):
+            assert (t(x).numpy() == np.inf).all()
+            S_ZERO, L_ZERO[0] = -0.0, -0.0
+            assert (t(x).numpy() == -np.inf).all() and (fn(x).numpy() == -np.inf).all()
+    finally:
+        S_ZERO, L_ZERO[0] = 0.0, 0.0
+
+
+def test_a_float_argument_of_minus_zero_and_nan():
+    t = tj.trace(lambda x, s: x / s, (tj.ones(2), 0.0))
+    with np.errstate(all="ignore"):
+        assert (t(tj.ones(2), 0.0).numpy() == np.inf).all()
+        assert (t(tj.ones(2), -0.0).numpy() == -np.inf).all()
+        nan = float("nan")
+        t(tj.ones(2), nan)
+        traces = len(t.traces)
+        assert np.isnan(t(tj.ones(2), nan).numpy()).all()
+        assert len(t.traces) == traces  # NaN is the same value as NaN: no new trace per call

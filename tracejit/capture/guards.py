@@ -19,7 +19,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..ir.symbolic import symbols_in
 from ..tensor.tensor import Tensor
-from .pyvalues import SCALARS, Contents, same
+from .pyvalues import SCALARS, Contents, same, same_scalar, scalar_check
 
 MISSING = object()
 
@@ -112,7 +112,8 @@ class EntryGuards:
         for i, value in arg_consts.items():
             ns[f"C{i}"] = value
             if isinstance(value, SCALARS):
-                self._add(lines, f"type(p{i}) is type(C{i}) and p{i} == C{i}",
+                ns["SAME_SCALAR"] = same_scalar
+                self._add(lines, scalar_check(f"p{i}", f"C{i}", value),
                           Guard(f"argument {i} == {value!r}"))
             else:  # an object: the same one (its attributes are not read by the trace)
                 self._add(lines, f"p{i} is C{i}", Guard(f"argument {i} is {_short(value)}"))
@@ -127,7 +128,8 @@ class EntryGuards:
             else:
                 get = f"H{k}.get({name!r}, MISSING)"
             if isinstance(value, SCALARS):
-                self._add(lines, f"type({get}) is type(V{k}) and {get} == V{k}",
+                ns["SAME_SCALAR"] = same_scalar
+                self._add(lines, scalar_check(get, f"V{k}", value),
                           Guard(f"{what} == {value!r}"))
             elif isinstance(value, Contents):  # a container: what it holds now
                 ns["SAME"], ns[f"V{k}"] = same, value.snapshot

@@ -10,6 +10,8 @@ unnoticed.
 """
 from __future__ import annotations
 
+import math
+
 import sys
 import types
 
@@ -61,13 +63,32 @@ def _snapshot(value, nest: int):
     return ("o", value)
 
 
+def same_scalar(value, expected) -> bool:
+    """`value` is `expected` as a guard must see it: the same type and value, NaN the same
+    as NaN, and -0.0 apart from 0.0 (`x / s` is -inf for one, inf for the other)."""
+    if type(value) is not type(expected):
+        return False
+    if value != value:
+        return expected != expected
+    return value == expected and (value != 0 or type(value) is not float or
+                                  math.copysign(1.0, value) == math.copysign(1.0, expected))
+
+
+def scalar_check(get: str, name: str, value) -> str:
+    """Source of a guard that `get` is the scalar `value` (held by `name`): `==` where
+    that is exact, the whole comparison of `same_scalar` for a float that is 0 or NaN."""
+    if type(value) is float and (value == 0 or value != value):
+        return f"SAME_SCALAR({get}, {name})"
+    return f"type({get}) is type({name}) and {get} == {name}"
+
+
 def same(value, snap) -> bool:
     """`value` holds what `snap` (a Contents snapshot) recorded: the same types, lengths,
-    keys in the same order, equal scalars (NaN equal to NaN), identical other objects."""
+    keys in the same order, equal scalars (NaN equal to NaN, -0.0 apart from 0.0),
+    identical other objects."""
     tag = snap[0]
     if tag == "s":
-        return type(value) is snap[1] and (value == snap[2] or (
-            value != value and snap[2] != snap[2]))
+        return same_scalar(value, snap[2])
     if tag == "o":
         return value is snap[1]
     if tag == "d":
