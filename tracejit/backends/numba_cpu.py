@@ -46,8 +46,10 @@ _NP_TYPES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64",
 CODE_FOR_FN = {
     "neg": "(-{0})", "abs": "abs({0})", "add": "({0} + {1})", "sub": "({0} - {1})",
     "mul": "({0} * {1})", "div": "({0} / {1})", "floordiv": "({0} // {1})",
-    "mod": "({0} % {1})", "pow": "({0} ** {1})", "max": "max({0}, {1})",
-    "min": "min({0}, {1})", "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})",
+    "mod": "({0} % {1})", "pow": "({0} ** {1})",
+    # numpy's maximum/minimum: NaN from either side, the second operand on a tie (-0.0, 0.0)
+    "max": "({1} if ({1} >= {0} or {1} != {1}) else {0})",
+    "min": "({1} if ({1} <= {0} or {1} != {1}) else {0})", "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})",
     "ge": "({0} >= {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "not": "(not {0})",
     "and": "(bool({0}) and bool({1}))", "or": "(bool({0}) or bool({1}))",
     "xor": "(bool({0}) != bool({1}))", "select": "({1} if {0} else {2})",
