@@ -49,7 +49,8 @@ CODE_FOR_FN = {
     "mod": "({0} % {1})", "pow": "({0} ** {1})",
     # numpy's maximum/minimum: NaN from either side, the second operand on a tie (-0.0, 0.0)
     "max": "({1} if ({1} >= {0} or {1} != {1}) else {0})",
-    "min": "({1} if ({1} <= {0} or {1} != {1}) else {0})", "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})",
+    "min": "({1} if ({1} <= {0} or {1} != {1}) else {0})",
+    "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})",
     "ge": "({0} >= {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "not": "(not {0})",
     "and": "(bool({0}) and bool({1}))", "or": "(bool({0}) or bool({1}))",
     "xor": "(bool({0}) != bool({1}))", "select": "({1} if {0} else {2})",

@@ -68,21 +68,18 @@ ALL = frozenset(CONSTRUCTS)
 # known bug classes in script mode today (construct -> symptom): switched off by default
 # so that the rest is fuzzed; `fuzz(..., constructs=ALL)` turns them back on
 KNOWN_BUGGY = {
-    "float_index": "float arithmetic with a size symbol raises TypeError (float * SymInt)",
-    "int_tensor": "tensor * (k % 3 + 1) in a loop raises TypeError (float * SymInt), or "
-                  "KeyError dtype('O'); numba: NameError 'u0'",
-    "scripted_helper": "a scripted helper's `k: int` rejects the SymInt a scripted caller "
-                       "passes (TypeError)",
-    "out_setitem": "out[i] = ... in a loop with a branch loses requires_grad / gradients",
-    "list_setitem": "an item assignment in a list in or after a loop is dropped on later "
-                    "calls",
-    "index_after_loop": "a loop index read after its loop: NameError, or its pre-loop value",
-    "nested_return": "a return in a nested if is refused naming `__tj_ret`",
+    "out_setitem": "with lists and a tensor branch: an input read back from a list and "
+                   "returned comes back as a copy with a grad_fn (eager: the input itself)",
+    "list_setitem": "the same identity difference as out_setitem (item assignment itself "
+                    "is refused naming the line)",
+    "nested_return": "the same identity difference as out_setitem",
 }
 # constructs script mode refuses by design (docs/script.md, "What is refused"): every
 # program using one is refused (a clear error naming its line), so they are off by
 # default (they would leave little else fuzzed) and on with `--all`, counted as refusals
 REFUSED = {
+    "index_after_loop": "a loop index with no value before its loop, read after it: "
+                        "UnboundLocalError naming the line that reads it and the loop",
     "loop_local_after": "a variable assigned only inside a loop is not defined after it: "
                         "UnboundLocalError naming the line that reads it and the loop",
     "side_effect": "LOG.append(...) on a global list: ScriptError naming the line, at the "
