@@ -223,3 +223,14 @@ def test_logaddexp_at_infinities_and_nan():
         got = evaluate(expr, {Arg(0): x.numpy().astype(np.float64),
                               Arg(1): y.numpy().astype(np.float64)}, fns)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["trunc", "ceil", "round"])
+def test_rounding_an_integer_tensor_keeps_it_exact(name):
+    import tracejit as tj
+
+    x = tj.tensor([2 ** 60 + 1, -3, 0], dtype=tj.int64)
+    got = getattr(tj, name)(x)
+    assert got.dtype == tj.int64 and got.numpy().tolist() == x.numpy().tolist()
+    traced = tj.trace(lambda a: getattr(tj, name)(a) + 1, (x,))
+    assert traced(x).numpy().tolist() == [2 ** 60 + 2, -2, 1]

@@ -205,7 +205,17 @@ _unary("log2", np.log2, call("log2", X), lambda g, out, x: (g / (x * _LN2),),
        autocast="fp32 cuda", api=API)
 _unary("log10", np.log10, call("log10", X), lambda g, out, x: (g / (x * _LN10),),
        autocast="fp32 cuda", api=API)
-for _name, _impl in (("trunc", np.trunc), ("ceil", np.ceil), ("round", np.rint)):
+def _rounding(ufunc):
+    """trunc/ceil/round: integers and bools are their own result (numpy's would return
+    float64 and lose digits above 2**53)."""
+    def impl(x, out=None):
+        return x.copy() if x.dtype.kind in "biu" else ufunc(x, out=out)
+    impl.__name__ = ufunc.__name__
+    return impl
+
+
+for _name, _impl in (("trunc", _rounding(np.trunc)), ("ceil", _rounding(np.ceil)),
+                     ("round", _rounding(np.rint))):
     _unary(_name, _impl, call(_name, X), lambda g, out, x: (g * 0,), rule=PROMOTE, saves=(),
            meta_inputs=False, discontinuous=True, api=API)
 _unary("signbit", np.signbit, call("copysign", 1.0, X) < 0, rule=COMPARE, saves=(),
