@@ -576,3 +576,13 @@ def test_a_view_made_before_a_write_through_another_view_differentiates_the_new_
 
     for mine, theirs in zip(_stale_sibling_view(tj), _stale_sibling_view(torch)):
         np.testing.assert_allclose(mine.numpy(), theirs.numpy())
+
+
+def test_a_view_made_under_no_grad_gets_no_history_from_a_later_write():
+    a = tj.ones(4, requires_grad=True)
+    b = a * 1
+    with tj.no_grad():
+        v = b[:2]
+    b.mul_(2)
+    assert not v.requires_grad and v.grad_fn is None
+    assert v.numpy().tolist() == [2.0, 2.0]  # it still shares the memory

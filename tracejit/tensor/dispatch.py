@@ -360,7 +360,10 @@ def _mark_view(op, src: Tensor, attrs, t: Tensor):
         t._base, t._view = src._base, src._view + ((op, attrs),)
     t._vc = counter(src)
     # the base knows its live views: a write through one of them (or into the base)
-    # gives each of the others a history that reads the new value (_refresh_views)
+    # gives each of the others a history that reads the new value (_refresh_views). A
+    # view made under no_grad keeps none (PyTorch refuses to give it one)
+    if not STATE.grad_enabled:
+        return
     views = getattr(t._base, "_views", None)
     if views is None:
         views = t._base._views = weakref.WeakSet()
