@@ -9,9 +9,10 @@ from __future__ import annotations
 
 SIZES = {"small": dict(batch=8, dropout=0.5), "large": dict(batch=64, dropout=0.5)}
 TITLE = "MNIST CNN (conv-pool-relu x2, dropout, 2 linear, NLL; batch {batch}, SGD momentum)"
-# the example calls x.view(-1, 320); tracejit's max_pool2d returns a channels-last
-# strided tensor that its view refuses, so it is reshaped
-NOTES = ["x.reshape(-1, 320), not .view: tracejit's max_pool2d output is not contiguous"]
+# the example calls x.view(-1, 320); tracejit's conv2d and max_pool2d return
+# channels-last strided tensors that its view refuses, so it is reshaped
+NOTES = ["x.reshape(-1, 320), not .view: tracejit's conv2d/max_pool2d outputs are not "
+         "contiguous"]
 
 
 def build(lib, cfg):
