@@ -15,7 +15,8 @@ contestant trains CHECK_STEPS steps and its losses are compared with tracejit ea
 
 Run: python benchmarks/models/run.py [--size small|large] [--isolated] [--threads N]
          [--no-first-step] [--no-profile] [--json FILE] [names...]
-`--isolated` also times each contestant alone in its own process. `--exact` sets
+`python run.py --markdown FILE.json...` prints the tables of docs/benchmarks.md from the
+`--json` files of runs. `--isolated` also times each contestant alone in its own process. `--exact` sets
 dropout to 0, so that every contestant's losses must equal eager's (with dropout, a
 compiled step draws other random numbers than eager's, in both libraries). The table gives the
 median time per step and page faults per step, both ways; the first step of the traced
@@ -40,14 +41,17 @@ sys.path[:0] = [HERE, os.path.dirname(HERE), ROOT]  # the models, common.py, tra
 
 
 def _threads(argv) -> int:
-    return int(argv[argv.index("--threads") + 1]) if "--threads" in argv else 2
+    if "--threads" in argv:
+        return int(argv[argv.index("--threads") + 1])
+    return int(os.environ.get("TJB_THREADS", 2))  # a contestant alone: its parent's count
 
 
 # The thread count is fixed before numpy (OpenBLAS), numba and torch start their pools:
 # every contestant gets the same number of threads.
 THREADS = _threads(sys.argv)
+os.environ["TJB_THREADS"] = str(THREADS)
 for _var in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_var, str(THREADS))
+    os.environ[_var] = str(THREADS)
 
 import numpy as np  # noqa: E402
 
@@ -372,10 +376,59 @@ def _alone(contestant: str) -> None:
     print(json.dumps({"time": t, "faults": f}))
 
 
+def markdown(paths: list) -> None:
+    """The tables of docs/benchmarks.md from the `--json` files of runs."""
+    def ms(entry, c):
+        return f"{entry[c][0] * 1e3:.3g}" if c in entry else "-"
+
+    def ratio(entry, c, base):
+        return f"{entry[c][0] / entry[base][0]:.2f}x" if c in entry and base in entry else "-"
+    print("| model, size | contestant | ms/step together | vs torch eager | vs torch.compile "
+          "| ms/step alone | vs torch eager | vs torch.compile | faults/step together / alone |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    runs = [r for path in paths for r in json.load(open(path)) if "together" in r]
+    for r in runs:
+        tog, alo = r["together"], r["alone"]
+        for c in CONTESTANTS:
+            if c not in tog:
+                continue
+            faults = f"{tog[c][1]:.1f} / " + (f"{alo[c][1]:.1f}" if c in alo else "-")
+            print(f"| {r['model']}, {r['size']} | {c} | {ms(tog, c)} | "
+                  f"{ratio(tog, c, 'torch eager')} | {ratio(tog, c, 'torch.compile')} | "
+                  f"{ms(alo, c)} | {ratio(alo, c, 'torch eager')} | "
+                  f"{ratio(alo, c, 'torch.compile')} | {faults} |")
+    print("\n| model, size | traced: cold first step | warm first step | first step in the run's "
+          "process: traced / scripted / torch.compile (cold inductor cache) |")
+    print("|---|---:|---:|---|")
+    for r in runs:
+        f = r["first"]
+        cold = f"{r['cold']:.2f} s" if "cold" in r else "-"
+        warm = f"{r['warm']:.2f} s" if "warm" in r else "-"
+        print(f"| {r['model']}, {r['size']} | {cold} | {warm} | " + " / ".join(
+            f"{f[c]:.2f} s" if c in f else "-" for c in
+            ("tracejit traced", "tracejit scripted", "torch.compile")) + " |")
+    print("\n| model, size | traced step under the profiler | largest self-time shares |")
+    print("|---|---:|---|")
+    for r in runs:
+        p = dict(r.get("profile", {}))
+        if not p:
+            continue
+        wall = p.pop("wall")
+        parts = sorted(p.items(), key=lambda kv: -kv[1])[:4]
+        print(f"| {r['model']}, {r['size']} | {wall:.3g} ms | " + ", ".join(
+            f"{k} {v / wall:.0%}" for k, v in parts) + " |")
+    for r in runs:
+        for c, why in r["left_out"].items():
+            print(f"- {r['model']}, {r['size']}: {c} left out: {why}")
+
+
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "--alone":
         _alone(argv[1])
+        return
+    if argv and argv[0] == "--markdown":
+        markdown(argv[1:])
         return
     size, out_path, repeat = "small", None, 5
     flags = {"--isolated": False, "--no-first-step": False, "--no-profile": False,
