@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 SIZES = {"small": dict(vocab=65, n_layer=2, n_embd=64, n_head=4, block=32, batch=4,
                        dropout=0.1),
          "large": dict(vocab=65, n_layer=4, n_embd=128, n_head=4, block=64, batch=16,

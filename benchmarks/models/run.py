@@ -15,13 +15,13 @@ contestant trains CHECK_STEPS steps and its losses are compared with tracejit ea
 
 Run: python benchmarks/models/run.py [--size small|large] [--isolated] [--threads N]
          [--no-first-step] [--no-profile] [--json FILE] [names...]
-`python run.py --markdown FILE.json...` prints the tables of docs/benchmarks.md from the
-`--json` files of runs. `--isolated` also times each contestant alone in its own process. `--exact` sets
-dropout to 0, so that every contestant's losses must equal eager's (with dropout, a
-compiled step draws other random numbers than eager's, in both libraries). The table gives the
-median time per step and page faults per step, both ways; the first step of the traced
-model in a new process with an empty kernel cache (cold) and with the same cache
-(warm); and where the traced step's time goes (tj.profiler).
+`--isolated` also times each contestant alone in its own process; `--exact` sets dropout
+to 0, so that every contestant's losses must equal eager's (with dropout, a compiled step
+draws other random numbers than eager's, in both libraries). The table gives the median
+time per step and page faults per step, both ways; the first step of the traced model in
+a new process with an empty kernel cache (cold) and with the same cache (warm); and where
+the traced step's time goes (tj.profiler). `python run.py --markdown FILE.json...` prints
+the tables of docs/benchmarks.md from the `--json` files of runs.
 """
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ def _threads(argv) -> int:
 # The thread count is fixed before numpy (OpenBLAS), numba and torch start their pools:
 # every contestant gets the same number of threads.
 THREADS = _threads(sys.argv)
-os.environ["TJB_THREADS"] = str(THREADS)
-for _var in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ[_var] = str(THREADS)
+if "numpy" not in sys.modules:  # a benchmark's process (not a test importing the models)
+    os.environ["TJB_THREADS"] = str(THREADS)
+    for _var in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ[_var] = str(THREADS)
 
 import numpy as np  # noqa: E402
 
