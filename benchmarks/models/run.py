@@ -473,11 +473,11 @@ def main(argv=None) -> None:
                                  first=not flags["--no-first-step"],
                                  prof=not flags["--no-profile"], repeat=repeat,
                                  exact=flags["--exact"]))
+        if out_path:  # after every model: a long run cut short keeps what it measured
+            with open(out_path, "w") as f:
+                json.dump(results, f, indent=1, default=str)
     print(f"\n(load average at end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}; "
           f"took {time.perf_counter() - t0:.0f} s)")
-    if out_path:
-        with open(out_path, "w") as f:
-            json.dump(results, f, indent=1, default=str)
 
 
 if __name__ == "__main__":
