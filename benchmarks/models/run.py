@@ -344,6 +344,10 @@ def run_model(name: str, size: str, *, isolated: bool, first: bool, prof: bool,
     for c, r in results.items():
         if "reason" in r:
             print(f"  left out: {c}: {r['reason']}")
+    for c in ("tracejit traced", "tracejit scripted"):
+        stats = getattr(results.get(c, {}).get("fn"), "stats", None)
+        if stats and c in steps:  # a step that recompiled or fell back to eager says so
+            notes.append(f"{c}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
     for line in notes + [f"note: {n}" for n in spec.NOTES]:
         print(f"  {line}")
     out = {"model": name, "size": size, "cfg": cfg, "together": together, "alone": alone,
