@@ -177,12 +177,16 @@ def check(spec, cfg, results: dict) -> list:
         if name in ("tracejit eager", "torch eager") or base is None:
             continue
         diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(r["losses"], base))
+        first = abs(r["losses"][0] - base[0]) / max(abs(base[0]), 1e-12)
         r["check"] = diff
-        # a deterministic step must give eager's loss to float32 rounding
-        ok = diff <= 1e-4 or random
+        # a deterministic step must give eager's first loss to float32 rounding; later
+        # steps train on weights that differ by rounding, which a high learning rate
+        # (ResNet's SGD at 0.1 with momentum) amplifies, in torch.compile's steps too
+        ok = random or (first <= 1e-5 and diff <= 1e-2)
         lines.append(f"{name}: losses of {CHECK_STEPS} steps vs {base_name}: max rel diff "
-                     f"{diff:.1e}" + (" (random draws differ)" if random and diff > 1e-4
-                                      else "") + ("" if ok else " -- MISMATCH, left out"))
+                     f"{diff:.1e}, first step {first:.1e}"
+                     + (" (random draws differ)" if random and diff > 1e-4 else "")
+                     + ("" if ok else " -- MISMATCH, left out"))
         if not ok:
             r["reason"] = f"loss mismatch vs {base_name}: {r['losses']} vs {base}"
     if ref and torch_ref:
