@@ -8,27 +8,42 @@ import sys
 from pathlib import Path
 
 
+def _bench_names(root: Path) -> list:
+    """The benchmarks a bare `bench` runs: every script in benchmarks/ but the helpers
+    and gpu_check (it needs a GPU: it runs by name, or as a script)."""
+    return sorted(p.stem for p in root.glob("*.py") if p.stem not in ("common", "gpu_check"))
+
+
 def _bench(args) -> int:
     root = Path(__file__).resolve().parents[1] / "benchmarks"
     if not root.is_dir():
         print(f"benchmarks/ not found next to the package ({root}); run from a source checkout",
               file=sys.stderr)
         return 2
-    # gpu_check needs a GPU: it runs by name (or as a script) only
-    every = sorted(p.stem for p in root.glob("*.py") if p.stem != "common")
+    models = root / "models" / "run.py"
     if args.list:
-        for name in every:
+        for name in sorted(_bench_names(root) + ["gpu_check"]):
             doc = (root / f"{name}.py").read_text().split('"""')[1].strip().splitlines()
             print(f"{name:<22} {doc[0] if doc else ''}")
+        if models.exists():  # the training steps of real models run by name only (minutes)
+            print("models                 training steps of real models (models/NAME for "
+                  "one: " + " ".join(sorted(p.stem for p in models.parent.glob("*.py")
+                                            if p.stem != "run")) + ")")
         return 0
-    names = args.names or [n for n in every if n != "gpu_check"]
+    names = args.names or _bench_names(root)
+    model_names = [n.split("/", 1)[1] for n in names if n.startswith("models/")]
+    if "models" in names or model_names:
+        names = [n for n in names if n != "models" and not n.startswith("models/")] + \
+            ["models"]
     for name in names:
-        path = root / f"{name}.py"
+        path = models if name == "models" else root / f"{name}.py"
         if not path.exists():
             print(f"no benchmark named {name!r} in {root}", file=sys.stderr)
             return 2
         saved = sys.argv
         sys.argv = [str(path)] + (["--isolated"] if args.isolated else [])
+        if name == "models":
+            sys.argv += ["--size", args.size] + model_names
         try:
             runpy.run_path(str(path), run_name="__main__")
         finally:
@@ -238,6 +253,8 @@ def main(argv=None) -> int:
     bench.add_argument("--isolated", action="store_true",
                        help="also run each contestant alone in its own process (the "
                             "benchmarks that compare contestants)")
+    bench.add_argument("--size", choices=["small", "large"], default="small",
+                       help="models: the overhead-bound (small) or compute-bound (large) size")
     dump = sub.add_parser("dump", help="print the IR of a function or module in a file")
     dump.add_argument("target", help="FILE.py:NAME (a function, a Module class or instance)")
     dump.add_argument("--input", action="append", default=[],
