@@ -10,26 +10,10 @@ import inspect
 import pytest
 
 import tracejit as tj
-from tracejit.testing.differential import Call, compare, outcome
+from tracejit.testing.differential import Call
 
 
-def agree(fn, *calls: Call, backend: str = "auto"):
-    """Script fn and check every call against eager: values, gradients, errors, output
-    types, and which outputs are the inputs themselves."""
-    sf = tj.script(fn, backend=backend)
-    for k, call in enumerate(calls):
-        diff = compare(outcome(fn, *call.fresh()), outcome(sf, *call.fresh()))
-        assert diff is None, f"call {k} {call.args}: {diff}"
-    return sf
-
-
-def rg(t):
-    return t.requires_grad_()
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(k for k, line in enumerate(lines) if text in line)
+from script_checks import agree, line_of, rg  # noqa: E402
 
 
 BACKENDS = ["interpret", "numba"]

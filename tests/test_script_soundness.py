@@ -4,7 +4,6 @@ values, and compares values, gradients and errors with the same function run eag
 what script mode cannot compile is refused with the user's file and line."""
 from __future__ import annotations
 
-import inspect
 import traceback
 
 import numpy as np
@@ -14,22 +13,7 @@ import tracejit as tj
 from tracejit.testing.differential import Call, compare, outcome
 
 
-def agree(fn, *calls: Call, scripted=None):
-    """Script fn and check every call (values, gradients, errors) against eager."""
-    sf = scripted or tj.script(fn)
-    for call in calls:
-        diff = compare(outcome(fn, *call.fresh()), outcome(sf, *call.fresh()))
-        assert diff is None, f"{call.args}: {diff}"
-    return sf
-
-
-def rg(t):
-    return t.requires_grad_()
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(k for k, line in enumerate(lines) if text in line)
+from script_checks import agree, line_of, rg  # noqa: E402
 
 
 # ---- return inside nested branches ---------------------------------------------------------------
