@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from conftest import requires_torch
 
 
 # ---- creation ------------------------------------------------------------------------------
@@ -339,3 +340,16 @@ def test_a_trace_draws_from_its_generator_on_every_call():
     want = [tj.randn(3, generator=g) for _ in range(2)]
     for a, b in zip(got, want):
         assert tj.allclose(a, b)
+
+
+@requires_torch
+def test_full_with_a_tensor_value_takes_its_kind_as_pytorch_does():
+    import torch
+
+    for value in (16777217, True, 1.5):
+        for dtype in (None, "float64") if isinstance(value, float) else (None,):
+            tv = tj.tensor(value, dtype=getattr(tj, dtype) if dtype else None)
+            pv = torch.tensor(value, dtype=getattr(torch, dtype) if dtype else None)
+            got, want = tj.full((3,), tv), torch.full((3,), pv)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            assert got.numpy().tolist() == want.numpy().tolist()

@@ -126,6 +126,9 @@ def _create(op, requires_grad, device, **attrs) -> Tensor:
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if dtype is None and isinstance(fill_value, Tensor):  # its kind, as PyTorch's Scalar
+        kind = fill_value.dtype.np.kind
+        dtype = dt.bool_ if kind == "b" else dt.int64 if kind in "iu" else dt.default_float
     if dtype is None:
         dtype = dt.as_dtype(type(fill_value)) if isinstance(fill_value, (bool, int, float)) \
             else dt.int64 if isinstance(fill_value, SymInt) else dt.default_float
