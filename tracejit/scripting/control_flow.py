@@ -465,22 +465,12 @@ def unify(a: Value, b: Value) -> bool:
     """Whether two paths give a value one type. Input sizes that are equal in this call
     but written differently (`T` and `N`) are guarded equal, as a trace guards any
     decision on sizes; sizes from data must match as written."""
-    from ..ir.symbolic import is_dynamic
 
     if a.dtype is not b.dtype or len(a.shape) != len(b.shape):
         return False
     if same_type(a, b):
         return True
-    for x, y in zip(a.shape, b.shape):
-        if same_dim(x, y):
-            continue
-        if is_dynamic(x) or is_dynamic(y) or hint_of(x) != hint_of(y):
-            return False
-        if isinstance(x, SymInt):
-            assert x == y  # records the guard
-        else:
-            assert y == x
-    return True
+    return all(lists.same_size(x, y) for x, y in zip(a.shape, b.shape))
 
 
 def _widen(rec, a: Value, b: Value, taken: Value):

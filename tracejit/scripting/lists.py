@@ -57,12 +57,12 @@ def _elem(rec, t: Tensor, elem):
         raise cf.ScriptError(f"{user_frame()}: a list built in a loop or branch holds "
                              f"tensors of one dtype and rank; {format_type(Value(*elem), {})}"
                              f" and {format_type(v, {})} were added")
-    shape = tuple(a if _same_size(a, b) or _varying(rec, a) else _new_varying(rec, b)
+    shape = tuple(a if same_size(a, b) or _varying(rec, a) else _new_varying(rec, b)
                   for a, b in zip(elem[1], mine[1]))
     return elem[0], shape
 
 
-def _same_size(a, b) -> bool:
+def same_size(a, b) -> bool:
     """Whether two elements' sizes are one: the same size, or sizes of the inputs (or
     constants) equal in this call, guarded equal as a branch's two paths' are (a size
     from data that differs by name is a size of its own per element)."""
@@ -70,11 +70,8 @@ def _same_size(a, b) -> bool:
         return True
     if is_dynamic(a) or is_dynamic(b) or hint_of(a) != hint_of(b):
         return False
-    if isinstance(a, SymInt):
-        assert a == b  # records the guard
-    else:
-        assert b == a
-    return True
+    # the comparison records the guard (not an assert: `python -O` would drop it)
+    return bool(a == b) if isinstance(a, SymInt) else bool(b == a)
 
 
 def _varying(rec, size) -> bool:
