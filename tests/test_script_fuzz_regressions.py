@@ -356,3 +356,69 @@ def test_the_fuzzer_counts_a_refusal_by_design_as_refused_and_other_errors_as_mi
     assert not sfz._refusal(res, "<script fuzz 7>")
     res.error, res.message = "UnboundLocalError", "<script fuzz 7>:9: variable '__tj_brk8'"
     assert not sfz._refusal(res, "<script fuzz 7>")
+
+
+# ---- C. an op reading a size that a loop binds, fused with an op before the loop -----------------
+def scaled_by_a_while_loops_count(x, n: int):
+    h = x * 2.0
+    j = 0
+    while j < n % 3 + 1:
+        j += 1
+    hs = [x]
+    for i in range(n):
+        g = h * (j % 3 + 1)  # invariant: moved in front of this loop, next to h = x * 2.0
+        if g.mean() < 0.25:
+            continue
+        hs.append(x + i * 0.25)
+    return hs[len(hs) // 2] * 2.0, j
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_kernel_reading_a_loops_trip_count_runs_after_the_loop(backend):
+    # fusion placed `h * (j % 3 + 1)` in one kernel with `x * 2.0`, in front of the while
+    # loop that binds j: the next call raised NameError for the loop's size symbol
+    calls = [Call(rg(tj.ones(b, 3) * v), n) for b, v, n in
+             [(5, 1.0, 4), (3, 1.0, 2), (2, -1.0, 1), (4, 0.5, 5), (1, 1.0, 0), (3, -0.1, 7)]]
+    agree(scaled_by_a_while_loops_count, *calls, backend=backend)
+    sf = tj.script(scaled_by_a_while_loops_count, backend=backend)
+    sf(*calls[0].fresh()[0])
+    order = [n.op for n in sf.graph.nodes]
+    assert order.index("loop") < order.index("fused"), sf.graph
+
+
+# ---- D. one tensor under two names (an input and a list element) read in a nested loop ----------
+def one_tensor_under_two_names(x, w, n: int):
+    hs = [x]
+    for i in range(2, x.shape[0] + 1):
+        continue
+    h = hs[n % len(hs)]  # x itself while the list holds only x
+    if h.norm() > 2.0:
+        h = x.tanh() * 1.5
+    else:
+        j = 0
+        g = h * 1.0
+        while j < 6 and g.abs().sum() < 8.0:
+            inner = [x]
+            for k in range(1, n + 1):
+                if n == n - 1:
+                    continue
+                if j > 2:
+                    continue
+                g = h * 2.0
+                inner.append(g * w)
+            j += 1
+    return x, h.sum(), n
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_tensor_read_under_two_names_in_a_loop_is_one_block_argument(backend):
+    # the loop body captured x twice (as the input and as the branch's name for h, the
+    # same tensor): one of the two block arguments was dropped, and building the
+    # compiled program raised KeyError for it
+    x = [[0.88, -1.55, 2.82]]
+    w = rg(tj.tensor([-0.12, 0.67, -0.29], dtype=tj.float64))
+    calls = [Call(rg(tj.tensor(x, dtype=tj.float64)), w, 2),
+             Call(rg(tj.tensor(x, dtype=tj.float64) * 0.1), w, 3),
+             Call(rg(tj.ones(3, 3, dtype=tj.float64) * 0.2), w, 1),
+             Call(rg(tj.ones(1, 3, dtype=tj.float64) * -0.3), w, 4)]
+    agree(one_tensor_under_two_names, *calls, backend=backend)

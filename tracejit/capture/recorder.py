@@ -400,10 +400,14 @@ class Recorder:
         if depth == 0 or home is None:
             return v
         outer = self.local(v, depth - 1)
+        inner = scope.captures.get(outer)
+        if inner is not None:  # captured already under the enclosing scope's name for it
+            scope.captures[v] = inner
+            return inner
         inner = Value(v.dtype, v.shape, None, v.name)
         scope.graph.inputs.append(inner)
         scope.graph.input_kinds.append("arg")
-        scope.captures[v] = inner
+        scope.captures[v] = scope.captures[outer] = inner
         scope.outer.append(outer)
         scope.defined.add(inner)
         self.scope_of[inner] = scope

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dtypes as dt
+from .symbolic import SymInt, map_leaves, plain_symbol, symbols_in
 
 
 @dataclass(eq=False)
@@ -88,6 +89,34 @@ class ListType:
 # then from the body's size outputs), has_cond (regions[0] decides each iteration)
 
 
+def symbols_in_values(x) -> set:
+    """The size symbols mentioned anywhere in `x` (nested tuples, lists, dicts, SymInts)."""
+    found: set = set()
+    map_leaves(x, SymInt, lambda s: found.update(symbols_in(s.source())))
+    return found
+
+
+def symbols_bound(node: Node) -> set:
+    """The size symbols `node` binds for the nodes after it: a size read from data or a
+    list's length, the sizes a branch or loop yields. (A loop's index is bound inside its
+    body only.)"""
+    a = node.attrs
+    out = {a["symbol"]} if isinstance(a.get("symbol"), str) else set()
+    out.update(a.get("sizes") or ())
+    out.update(a.get("carried_sizes") or ())
+    out.update(b[-1] for b in a.get("binds") or ())  # (dim, sym) or (out, dim, sym)
+    return out
+
+
+def symbols_read(node: Node) -> set:
+    """The size symbols `node` reads: in its operands, attributes and result types (a
+    binding node's result types are what it binds, not reads). Not those of its regions."""
+    found = symbols_in_values((tuple(node.inputs), tuple(node.attrs.values())))
+    if not symbols_bound(node):
+        found |= symbols_in_values(tuple(tuple(v.shape) for v in node.outputs))
+    return found
+
+
 @dataclass(eq=False)
 class Graph:
     name: str
@@ -113,8 +142,6 @@ class Graph:
     def size_bindings(self) -> list:
         """(input index, dim, symbol) for every input size that is a plain symbol: where
         a run reads the value of each symbol."""
-        from .symbolic import plain_symbol
-
         out = []
         for i, v in enumerate(self.inputs):
             for d, size in enumerate(v.shape):

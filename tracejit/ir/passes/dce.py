@@ -14,24 +14,17 @@ from ...ops import OPS
 from ...ops.indexing import Slot
 from ...ops.registry import RANDOM
 from ..graph import (BIND, CONTROL, GUARD, LIST_GET, LIST_LEN, LIST_STACK, LOOP, RAISE, Graph,
-                     Value)
-from ..symbolic import SymInt, map_leaves, symbols_in
+                     Value, symbols_bound, symbols_in_values)
 from .rewrite import Builder
 
 
 _BINDERS = (BIND, LIST_LEN, LIST_STACK, LIST_GET)  # nodes that bind size symbols
 
 
-def _bound(node) -> set:
-    a = node.attrs
-    out = {a["symbol"]} if isinstance(a.get("symbol"), str) else set()
-    return out | {b[-1] for b in a.get("binds") or ()}
-
-
 def _has_effect(node, used: set) -> bool:
     if node.op in (GUARD, RAISE):
         return True
-    if node.op in _BINDERS and _bound(node) & used:
+    if node.op in _BINDERS and symbols_bound(node) & used:
         return True  # a size later nodes read
     if node.op in CONTROL:
         if node.attrs.get("sizes") or node.attrs.get("carried_sizes") or \
@@ -47,7 +40,7 @@ def _has_effect(node, used: set) -> bool:
 
 
 def _symbols(x, found: set) -> None:
-    map_leaves(x, SymInt, lambda s: found.update(symbols_in(s.source())))
+    found |= symbols_in_values(x)
 
 
 def used_symbols(graph: Graph, found: set | None = None) -> set:

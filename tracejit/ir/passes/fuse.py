@@ -15,7 +15,7 @@ import heapq
 from ...ops import OPS
 from ...ops.registry import ELEMENTWISE, REDUCE, SHAPE
 from ...ops.scalar import IDENTITY
-from ..graph import FUSED, Graph, Value
+from ..graph import FUSED, Graph, Value, symbols_bound, symbols_read
 from .rewrite import Builder
 
 
@@ -185,6 +185,7 @@ def fuse(graph: Graph) -> Graph:
     nodes = graph.nodes
     index = {id(n): i for i, n in enumerate(nodes)}
     producer = {v: n for n in nodes for v in n.outputs}
+    after = _symbol_binders(nodes)
     users: dict = {}
     for n in nodes:
         for x in n.inputs:
@@ -265,7 +266,7 @@ def fuse(graph: Graph) -> Graph:
     for n in nodes:
         prods = [producer[x] for x in n.inputs if isinstance(x, Value) and x in producer]
         upstream = 0
-        for p in prods:
+        for p in prods + after.get(id(n), []):
             upstream |= reach_of(p)
         reach[id(n)] = upstream
         chosen = None
@@ -282,7 +283,7 @@ def fuse(graph: Graph) -> Graph:
                 # another producer, or the group it belongs to, depending on g through an
                 # op outside g would make the fused node depend on itself
                 if any((reach_of(q) | group_reach.get(group(q), 0)) & members_mask[g]
-                       for q in prods if group(q) != g):
+                       for q in prods + after.get(id(n), []) if group(q) != g):
                     notes.append(f"{p.op} -> {n.op} not fused: the group would depend on "
                                  "itself through an op outside it")
                     continue
@@ -361,10 +362,22 @@ def fuse(graph: Graph) -> Graph:
                 blocker = p if not _elementwise(p) else n
                 notes.append(pair + _why_not(blocker))
     fused = {g: ns for g, ns in groups.items() if len(ns) >= 2}
-    return _rebuild(graph, fused, kinds, group_of, index, users, external, notes)
+    return _rebuild(graph, fused, kinds, group_of, index, users, external, notes, after)
 
 
-def _rebuild(graph, fused, kinds, group_of, index, users, external, notes) -> Graph:
+def _symbol_binders(nodes) -> dict:
+    """id(node) -> the earlier nodes that bind a size symbol it reads: it must stay after
+    them (a kernel scaled by a loop's trip count runs after the loop)."""
+    binder, after = {}, {}
+    for n in nodes:
+        reads = [binder[s] for s in sorted(symbols_read(n)) if s in binder]
+        if reads:
+            after[id(n)] = reads
+        binder.update(dict.fromkeys(symbols_bound(n), n))
+    return after
+
+
+def _rebuild(graph, fused, kinds, group_of, index, users, external, notes, after) -> Graph:
     unit_of = {}
     for n in graph.nodes:
         g = group_of.get(id(n))
@@ -381,8 +394,8 @@ def _rebuild(graph, fused, kinds, group_of, index, users, external, notes) -> Gr
     waiting = dict.fromkeys(unit_nodes, 0)
     for n in graph.nodes:
         unit = unit_of[id(n)]
-        for x in n.inputs:
-            p = producer.get(x) if isinstance(x, Value) else None
+        for p in [producer.get(x) if isinstance(x, Value) else None for x in n.inputs] + \
+                after.get(id(n), []):
             if p is not None and unit_of[id(p)] != unit and \
                     unit not in successors[unit_of[id(p)]]:
                 successors[unit_of[id(p)]].add(unit)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from ...ops import OPS
 from ...ops.registry import RANDOM
-from ..graph import IF, LOOP, Graph, Value
-from ..symbolic import SymInt, map_leaves, symbols_in
+from ..graph import IF, LOOP, Graph, Value, symbols_bound, symbols_in_values
 from .rewrite import Builder
 
 
@@ -30,23 +29,13 @@ def hoist_invariants(graph: Graph) -> Graph:
     return b.finish()
 
 
-def _symbols(x) -> set:
-    found: set = set()
-    map_leaves(x, SymInt, lambda s: found.update(symbols_in(s.source())))
-    return found
-
-
 def _bound_inside(region: Graph) -> set:
     """Symbols a region (or a region inside it) binds while it runs."""
     out: set = set()
     for n in region.walk():
-        a = n.attrs
-        for key in ("symbol", "index"):
-            if isinstance(a.get(key), str):
-                out.add(a[key])
-        out.update(a.get("sizes") or ())
-        out.update(a.get("carried_sizes") or ())
-        out.update(b[-1] for b in a.get("binds") or ())  # (dim, sym) or (out, dim, sym)
+        out |= symbols_bound(n)
+        if isinstance(n.attrs.get("index"), str):
+            out.add(n.attrs["index"])
     return out
 
 
@@ -66,7 +55,7 @@ def _hoist_from(b: Builder, node) -> None:
     moved, moved_ids, hoisted = [], set(), set()
     for n in body.nodes:
         reads = [x for x in n.inputs if isinstance(x, Value)]
-        sizes = _symbols((n.inputs, tuple(n.attrs.values()), [v.shape for v in n.outputs]))
+        sizes = symbols_in_values((n.inputs, tuple(n.attrs.values()), [v.shape for v in n.outputs]))
         if _movable(n) and all(x in invariant or x in hoisted for x in reads) and \
                 not sizes & varying:
             moved.append(n)
