@@ -422,3 +422,52 @@ def test_a_tensor_read_under_two_names_in_a_loop_is_one_block_argument(backend):
              Call(rg(tj.ones(3, 3, dtype=tj.float64) * 0.2), w, 1),
              Call(rg(tj.ones(1, 3, dtype=tj.float64) * -0.3), w, 4)]
     agree(one_tensor_under_two_names, *calls, backend=backend)
+
+
+# ---- E. a view made inside a helper's loop, then a write into its base ---------------------------
+def rows_sin(t):
+    u = t * 0.5
+    for j in range(t.shape[0]):
+        u = u + t[j].sin()  # a view of t for each j, live until the helper returns
+    return u
+
+
+def helper_views_then_a_write(x, n: int):
+    k = (n - 4) // 3
+    o = x * 1.0
+    for i in range(x.shape[0]):
+        if -k // 2 > 2:
+            continue
+        h = rows_sin(o)
+        if o.norm() > 2.0:
+            break
+        o[i] = o[i] * 2.0 + o[i]
+    return o, o.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_does_not_re_derive_views_made_inside_a_finished_loop(backend):
+    # the write `o[i] = ...` re-derived every live view of o at once, the helper's `t[j]`
+    # too: a read (and a guard) with the helper loop's index, after that loop, raised
+    # NameError at the next call. Views are now derived again where they are next used
+    calls = [Call(tj.tensor([[2.2, 1.3, 0.97], [0.86, -1.04, 0.65]]), 4),
+             Call(tj.tensor([[0.05, -0.5, -0.7], [1.45, -0.46, -1.58], [1.1, -0.4, 0.3]]), 0),
+             Call(rg(tj.ones(4, 3) * 0.1), 2), Call(rg(tj.ones(1, 3) * 0.3), 9)]
+    agree(helper_views_then_a_write, *calls, backend=backend)
+
+
+def sibling_view_read_after_a_write(x, n: int):
+    o = x * 1.0
+    first = o[0]          # a view made before the write
+    for i in range(n):
+        o[1] = o[1] + first * 2.0
+    if o.sum() > 0:
+        o[0] = o[0] * 3.0
+    return first * 1.0, o  # reads the base as written
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_made_before_writes_reads_the_written_base_where_it_is_used(backend):
+    calls = [Call(rg(tj.ones(3, 2) * v), n) for v, n in [(1.0, 2), (-1.0, 3), (0.5, 0),
+                                                          (2.0, 1)]]
+    agree(sibling_view_read_after_a_write, *calls, backend=backend)

@@ -77,6 +77,7 @@ class Recorder:
         self.bindings: list = []               # (input index, dim, symbol)
         self.inputs: list = []                 # the tensor behind each graph input
         self.view_chains: dict = {}            # id(view) -> (base tensor, ((op, attrs), ...))
+        self.stale: dict = {}                  # id(view) -> view whose base was written since
         self.input_values: dict[int, Value] = {}  # id(input tensor) -> its graph input
         self.letters: dict[str, str] = {}      # symbol -> letter, for guard descriptions
         self.arrays: dict[int, Value] = {}     # id(ndarray) -> Value (saved outputs)
@@ -192,6 +193,8 @@ class Recorder:
         self.arrays[id(t._data)] = v
 
     def value_of(self, t: Tensor) -> Value:
+        if self.stale and id(t) in self.stale:
+            self._rederive(self.stale.pop(id(t)))
         v = self.values.get(id(t))
         if v is None:  # a backward rule re-wrapping a saved output's array
             v = self.arrays.get(id(t._data))
@@ -488,8 +491,8 @@ class Recorder:
             from ..scripting.lists import refuse_update_of_element
 
             refuse_update_of_element(self, target, op.name)
-        if len(self.scopes) > 1 and self.scope_of.get(self.values.get(id(
-                base if base is not None else target))) is not self.scopes[-1]:
+        if len(self.scopes) > 1 and self.scope_of.get(self.value_of(
+                base if base is not None else target)) is not self.scopes[-1]:
             self.abort(f"in-place {op.name} inside a branch or loop body of a tensor from "
                        "outside it (script mode records updates of values the body "
                        "assigns only)", final=False)
@@ -547,14 +550,21 @@ class Recorder:
         self._rederive_views(t, skip=None)
 
     def _rederive_views(self, root: Tensor, skip) -> None:
+        """After a write into `root`, its other views read the new value: each is derived
+        again from it (through its chain of view ops) when next used, where it is used; a
+        view never used again records nothing (one made inside a helper's loop would
+        otherwise be re-derived with that loop's index, after the loop)."""
         for t in list(self.keep.values()):
             entry = self.view_chains.get(id(t))
-            if entry is None or entry[0] is not root or t is skip:
-                continue
-            v = self.value_of(root)
-            for op, attrs in entry[1]:
-                v = self._node(op, [v], attrs)
-            self._bind(t, v)
+            if entry is not None and entry[0] is root and t is not skip:
+                self.stale[id(t)] = t
+
+    def _rederive(self, view: Tensor) -> None:
+        base, chain = self.view_chains[id(view)]
+        v = self.value_of(base)
+        for op, attrs in chain:
+            v = self._node(op, [v], attrs)
+        self._bind(view, v)
 
     def _record_functional(self, op, target, others, attrs) -> Value:
         """The value `target` holds after `target.op_(*others)`, recorded out of place."""

@@ -372,7 +372,7 @@ class TracedFunction:
         out_spec = flatten_outputs(result, rec.inputs, out_tensors, out_others)
         if any(has_sym(v) for v in out_others):  # this call's sizes, as eager gives them
             result = unflatten(out_spec, out_tensors, hint_of(out_others), rec.inputs)
-        rec.graph.outputs = [rec.values.get(id(t)) or rec.value_of(t) for t in out_tensors]
+        rec.graph.outputs = [rec.value_of(t) for t in out_tensors]
         # sizes the call returns as Python ints are read from the run's sizes: a pass must
         # keep what binds them
         rec.graph.size_outputs = [s for v in out_others for s in _sizes_in(v)]

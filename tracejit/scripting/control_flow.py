@@ -327,8 +327,9 @@ def _updated_in_place(rec, values, entries, results) -> set:
             if entry is None:
                 continue
             kept.append(res[k] is entry[k])
-            changed.append(res[k] is entry[k] and rec.values.get(id(entry[k])) is not
-                           rec.entry_values.get(id(entry[k])))
+            changed.append(res[k] is entry[k] and (
+                id(entry[k]) in rec.stale or  # a view whose base was written
+                rec.values.get(id(entry[k])) is not rec.entry_values.get(id(entry[k]))))
         if any(changed):
             if not all(kept):
                 rec.abort("a tensor variable is updated in place on one path of a branch "
