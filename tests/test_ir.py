@@ -75,15 +75,14 @@ def test_golden_dump_of_guards_mutations_and_index_attributes():
 
     g = tj.trace(f, (tj.ones(4), tj.tensor([0, 2]))).traces[0].recorded
     assert str(g) == """\
-# graph f  [after: trace · 7 nodes]
+# graph f  [after: trace · 6 nodes]
 graph(%x: f32[B], %idx: i64[T]) -> ():
   %0: f32[B-1] = getitem(%x) {index=(:-1,)}
   %1: f32[B-1] = mul(%0, 0.5)
   %2: f32[B] = setitem(%x, %1) {index=(1:,)}
-  %3: f32[B-1] = getitem(%2) {index=(:-1,)}
-  %4: f32[T] = getitem(%2, %idx) {index=(%idx0,)}
-  %5: f32[] = sum(%4) {dim=None, keepdim=False}
-  guard[item](%5) == 1.5
+  %3: f32[T] = getitem(%2, %idx) {index=(%idx0,)}
+  %4: f32[] = sum(%3) {dim=None, keepdim=False}
+  guard[item](%4) == 1.5
   mutate %x <- %2
   return """
 
