@@ -586,3 +586,28 @@ def test_a_view_made_under_no_grad_gets_no_history_from_a_later_write():
     b.mul_(2)
     assert not v.requires_grad and v.grad_fn is None
     assert v.numpy().tolist() == [2.0, 2.0]  # it still shares the memory
+
+
+@requires_torch
+def test_a_view_used_after_two_writes_into_its_base_differentiates_the_last_value():
+    # views are re-derived from their base when next used (not at each write): the
+    # fast paths of unary and binary ops, a backward root and requires_grad see it too
+    import torch
+
+    g = np.array([0.5, -1.5], np.float32)
+    grads = []
+    for lib in (torch, tj):
+        x = lib.ones(3, 2, requires_grad=True)
+        o = x * 1.0
+        first = o[0]
+        for _ in range(2):
+            o[1] = o[1] + first * 2.0
+        o[0] = o[0] * 3.0
+        (first.neg() * lib.tensor(g)).sum().backward()
+        z = lib.zeros(2)
+        v = z[0:1]
+        z.copy_(x[0] * 1.0)
+        assert v.requires_grad
+        v.sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)

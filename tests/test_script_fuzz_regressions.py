@@ -438,7 +438,7 @@ def helper_views_then_a_write(x, n: int):
     for i in range(x.shape[0]):
         if -k // 2 > 2:
             continue
-        h = rows_sin(o)
+        h = rows_sin(o)  # noqa: F841 — made and left unused, as the fuzzer wrote it
         if o.norm() > 2.0:
             break
         o[i] = o[i] * 2.0 + o[i]

@@ -14,10 +14,12 @@ from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
 from . import node as _node
 from .grad_mode import STATE
-from .node import AccumulateGrad
+from .node import FRESH_VIEW, STALE_VIEWS, AccumulateGrad
 
 
 def _root_edge(t):
+    if STALE_VIEWS and id(t) in STALE_VIEWS:
+        FRESH_VIEW[0](t)
     if t.grad_fn is not None:
         return t.grad_fn, t._output_nr
     if t.requires_grad:

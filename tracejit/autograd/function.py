@@ -110,7 +110,7 @@ class Function:
 
         ctx = FunctionCtx()
         ctx._name = cls.__name__ + "Backward"
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         if STATE.capture is not None and STATE.grad_enabled and any(ctx.needs_input_grad):
             # its backward is arbitrary Python, which a trace cannot replay: the call
             # finishes eagerly (the trace is dropped, with a warning)

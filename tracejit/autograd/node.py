@@ -15,6 +15,35 @@ from ..ops.registry import OpDef
 from ..ops.rules import Meta
 from .grad_mode import STATE
 
+# views whose base was written since their history was made: id -> view (dropped when the
+# view dies). Each gets a history that reads the rewritten base when it is next used (as
+# an op's input, a backward root, asked whether it requires grad), as PyTorch
+# regenerates a view's grad_fn when next read. tensor/dispatch.py marks them and sets
+# FRESH_VIEW[0] to the function that re-derives one
+# (a plain dict of weak references: its truth is tested on every op's fast path)
+STALE_VIEWS: dict = {}
+FRESH_VIEW: list = [None]
+
+
+def mark_stale(view) -> None:
+    key = id(view)
+
+    def forget(ref, key=key):
+        if STALE_VIEWS.get(key) is ref:
+            del STALE_VIEWS[key]
+
+    if key not in STALE_VIEWS:
+        STALE_VIEWS[key] = weakref.ref(view, forget)
+
+
+def take_stale(t) -> bool:
+    """Whether `t` is a stale view (it is one no longer once taken)."""
+    ref = STALE_VIEWS.get(id(t))
+    if ref is None or ref() is not t:
+        return False
+    del STALE_VIEWS[id(t)]
+    return True
+
 _from_np = _dt._BY_NP
 _F = None        # tracejit.tensor.functional (bound by tracejit.tensor)
 _make = None     # tracejit.tensor.tensor._make (bound by tracejit.tensor)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import STATE
-from ..autograd.node import Node, node_class
+from ..autograd.node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
 from ..ir.symbolic import SymInt
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
@@ -103,6 +103,8 @@ def apply(op, *args, **attrs) -> Tensor:
             _SKIP[0] = False
         else:
             return _profiled(op, args, attrs, apply, events.aten_name(op))
+    if STALE_VIEWS:  # a view used after a write into its base
+        _fresh_args(args)
     if STATE.autocast is not None and op.autocast is not None:  # tracejit.amp
         args = _amp.cast_inputs(op.autocast, args)
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
@@ -163,7 +165,7 @@ def _profiled(op, args, attrs, fn, name: str):
 def unary(op, x: Tensor) -> Tensor:
     a = x._data
     if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None or \
-            _DEVICES[0] or _EVENTS[0]:
+            _DEVICES[0] or _EVENTS[0] or STALE_VIEWS:
         return apply(op, x)
     out = op.impl(a)
     if type(out) is not _ndarray:
@@ -179,7 +181,7 @@ _NO_ATTRS: dict = {}
 
 
 def binary(op, x: Tensor, y) -> Tensor:
-    if STATE.capture is not None or _DEVICES[0] or _EVENTS[0]:
+    if STATE.capture is not None or _DEVICES[0] or _EVENTS[0] or STALE_VIEWS:
         return apply(op, x, y)
     a = x._data
     ty = type(y)
@@ -386,6 +388,8 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
             return _profiled(op, (target,) + others, attrs,
                              lambda op, t, *o, **a: apply_inplace(op, t, *o, **a),
                              events.aten_name(op) + "_")
+    if STALE_VIEWS:
+        _fresh_args((target,) + others)
     if STATE.capture is not None:
         return STATE.capture.apply_inplace(op, target, others, attrs)
     args = (target,) + others
@@ -514,18 +518,43 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
 
 
 def _refresh_views(base: Tensor) -> None:
-    """After a write into `base`'s memory, each live view of it gets a history that
-    reads the rewritten base (through its chain of view ops), as PyTorch regenerates a
-    view's grad_fn: otherwise a view made before the write (a sibling of the view
-    written through) would differentiate its old value."""
+    """After a write into `base`'s memory, each live view of it is to get a history that
+    reads the rewritten base (through its chain of view ops): otherwise a view made
+    before the write (a sibling of the view written through) would differentiate its old
+    value. Marked now, re-derived when used (`fresh_view`): a write costs nothing per
+    live view, and a view never used again costs nothing."""
     views = getattr(base, "_views", None)
-    if not views:
+    if views:
+        for view in list(views):
+            mark_stale(view)
+
+
+def fresh_view(view: Tensor) -> None:
+    """Give a view whose base was written (see _refresh_views) a history reading the
+    base as it is now."""
+    if not take_stale(view):
         return
-    for view in list(views):
-        fresh = _make(base._data)
-        fresh.grad_fn, fresh._rg, fresh._output_nr, fresh._vc = \
-            base.grad_fn, base._rg, base._output_nr, base._vc
+    base = view._base
+    fresh = _make(base._data)
+    fresh.grad_fn, fresh._rg, fresh._output_nr, fresh._vc = \
+        base.grad_fn, base._rg, base._output_nr, base._vc
+    # made as it would have been at the write: with grad mode on, and outside any trace
+    # being recorded (a recorder re-derives views in its graph itself)
+    grad, capture = STATE.grad_enabled, STATE.capture
+    STATE.grad_enabled, STATE.capture = True, None
+    try:
         for vop, vattrs in view._view:
             fresh = apply(vop, fresh, **vattrs)
-        view.grad_fn, view._rg, view._output_nr = fresh.grad_fn, fresh._rg, 0
+    finally:
+        STATE.grad_enabled, STATE.capture = grad, capture
+    view.grad_fn, view._rg, view._output_nr = fresh.grad_fn, fresh._rg, 0
+
+
+FRESH_VIEW[0] = fresh_view
+
+
+def _fresh_args(args) -> None:
+    for a in args:
+        if type(a) is Tensor and id(a) in STALE_VIEWS:
+            fresh_view(a)
 

@@ -13,6 +13,7 @@ import numpy as np
 from .. import autograd as _autograd
 from .. import dtypes as dt
 from ..autograd.grad_mode import STATE
+from ..autograd.node import FRESH_VIEW, STALE_VIEWS
 
 _from_np = dt._BY_NP
 
@@ -124,6 +125,8 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
+        if STALE_VIEWS and id(self) in STALE_VIEWS:  # a view of a base written since
+            FRESH_VIEW[0](self)
         return self._rg
 
     @requires_grad.setter
@@ -362,6 +365,8 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see tj.autograd.backward)."""
+        if STALE_VIEWS and id(self) in STALE_VIEWS:  # a view of a base written since
+            FRESH_VIEW[0](self)
         fn = self.grad_fn
         if gradient is None and inputs is None and fn is not None and self._data.size == 1 \
                 and isinstance(self._data, np.ndarray):
