@@ -471,3 +471,49 @@ def test_a_view_made_before_writes_reads_the_written_base_where_it_is_used(backe
     calls = [Call(rg(tj.ones(3, 2) * v), n) for v, n in [(1.0, 2), (-1.0, 3), (0.5, 0),
                                                           (2.0, 1)]]
     agree(sibling_view_read_after_a_write, *calls, backend=backend)
+
+
+# ---- F. lists of tensors that a loop body builds again, or the paths of a branch build -----------
+def body_rebuilds_a_list(x, n: int):
+    j = 0
+    out = x * 0.0
+    while j < x.shape[0]:
+        hs = [x]
+        for i in range(2):  # unrolled: a Python list in the body
+            hs.append(hs[-1] * 0.5)
+        out = out + hs[n % len(hs)]
+        if out.sum() > 4.0:
+            break
+        j += 1
+    return out, j
+
+
+def branch_lists_of_two_lengths(x, n: int):
+    if x.sum() > 0:
+        hs = [x, x * 2.0]
+    else:
+        hs = [x]
+    return tj.stack(hs).sum(0), len(hs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [body_rebuilds_a_list, branch_lists_of_two_lengths])
+def test_a_list_built_again_in_a_body_or_differently_by_each_path_is_a_list_value(fn, backend):
+    # both were refused ("is a list before the loop and list [...] after its body", "is
+    # list [...] when the branch is taken and list [...] when it is not"): a list of
+    # tensors whose length depends on the path becomes a list value, as one a loop built
+    calls = [Call(rg(tj.ones(b, 3) * v), n) for b, v, n in
+             [(2, 0.5, 3), (3, -1.0, 2), (1, 2.0, 0), (4, 0.2, 5), (2, -0.3, 1)]]
+    agree(fn, *calls, backend=backend)
+
+
+def test_two_list_values_of_one_element_type_unify():
+    # each path of a branch may make its own list value: their types are one when their
+    # elements' are (they were compared as objects, and refused with two equal names)
+    from tracejit.ir.graph import ListType, Value
+    from tracejit.scripting.control_flow import unify
+
+    elem = (tj.float32, (3, 3))
+    assert unify(Value(ListType(elem), ()), Value(ListType((tj.float32, (3, 3))), ()))
+    assert not unify(Value(ListType(elem), ()), Value(ListType((tj.float64, (3, 3))), ()))
+    assert not unify(Value(ListType(elem), ()), Value(ListType((tj.float32, (3,))), ()))

@@ -16,7 +16,7 @@ import contextlib
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from ..ir.graph import IF, LOOP, Value
+from ..ir.graph import IF, LOOP, ListType, Value
 from ..ir.passes.rewrite import same_type
 from ..ir.symbolic import SymInt, decide, hint_of, same_dim
 from ..ops import OPS
@@ -368,6 +368,8 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             kinds.append("list")
         elif _same_python(a, b):
             kinds.append("same")
+        elif all(lists.is_tracked(rec, x) or _list_like(x) for x in (a, b)):
+            kinds.append("list")  # lists of tensors of lengths that differ by path
         elif _is_bool(a) and _is_bool(b):
             kinds.append("bool")
         elif _is_int(a) and _is_int(b):
@@ -387,7 +389,7 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
                 t = _bool_tensor(rec, x) if kind == "bool" else x
                 yields[side].append(rec.local(rec.value_of(t)))
             elif kind == "list":
-                yields[side].append(rec.local(rec.lists[id(x)]))
+                yields[side].append(rec.local(lists.value_of(rec, x)))
             elif kind == "size":
                 sizes.append(x)
         scopes[side].graph.outputs = yields[side]
@@ -422,9 +424,10 @@ def _merge_branches(rec, p, scopes, results, taken, names, where, before, update
             values.append(before[k])
             continue
         if kind == "list":  # the same list object, holding the path's elements
-            before[k][:] = x
-            lists.bind(rec, before[k], next(outs))
-            values.append(before[k])
+            held = before[k] if k < len(before) and type(before[k]) is list else []
+            held[:] = x  # (a new list where the variable held none before the branch)
+            lists.bind(rec, held, next(outs))
+            values.append(held)
             continue
         if kind in ("tensor", "bool"):
             t = _alias(x) if isinstance(x, Tensor) else Tensor._make(np.array(bool(x)))
@@ -467,6 +470,11 @@ def unify(a: Value, b: Value) -> bool:
     but written differently (`T` and `N`) are guarded equal, as a trace guards any
     decision on sizes; sizes from data must match as written."""
 
+    if isinstance(a.dtype, ListType) and isinstance(b.dtype, ListType):
+        # lists: one element type (each path may have made its own list value)
+        ea, eb = a.dtype.elem, b.dtype.elem
+        return ea == eb or (ea is not None and eb is not None and
+                            unify(Value(*ea), Value(*eb)))
     if a.dtype is not b.dtype or len(a.shape) != len(b.shape):
         return False
     if same_type(a, b):
@@ -754,10 +762,18 @@ def _body_yields(rec, scope, kinds, values, out, names, where) -> None:
                     "variables it carries")
             yields.append(v)
         elif kind == "list":
-            if not lists.is_tracked(rec, x):
+            if not lists.is_tracked(rec, x) and not _list_like(x):
                 raise ScriptError(f"{where}: variable '{names[k]}' is a list before the loop "
                                   f"and {_describe(x)} after its body")
-            v = rec.local(rec.lists[id(x)])
+            # a list the body built again (`hs = [x]` then appends the body unrolled)
+            # becomes a list value here, as the one before the loop did
+            v = rec.local(lists.value_of(rec, x))
+            start = scope.graph.inputs[len(yields)]
+            if not unify(v, start):
+                raise ScriptError(
+                    f"{where}: variable '{names[k]}' changes type in the loop, from "
+                    f"{_type(rec, start)} to {_type(rec, v)}; a loop must keep the types of the "
+                    "variables it carries")
             yields.append(v)
         elif kind == "size":
             if not _is_int(x):
