@@ -202,6 +202,98 @@ def test_an_unchanged_container_keeps_its_trace():
     assert any("holds" in str(g) for g in traced.guards)
 
 
+# ---- objects of the user's, sets, numpy values, class attributes: what they hold is guarded -
+class _Config:
+    def __init__(self):
+        self.scale, self.inner = 2.0, types.SimpleNamespace(shift=0.5)
+
+
+CONFIG = _Config()
+FLAGS = {1, 2}
+NP_SCALE = np.float32(2.0)
+TABLE = np.array([1.0, 2.0, 3.0], np.float32)
+
+
+def _reads_config(x):
+    return x * CONFIG.scale + CONFIG.inner.shift
+
+
+def _reads_set(x):
+    return x * len(FLAGS) + (1.0 if 3 in FLAGS else 0.0)
+
+
+def _reads_numpy(x):
+    return x * NP_SCALE + TABLE.sum()
+
+
+class _Scaled(nn.Module):
+    scale = 2.0  # read as self.scale: a class attribute
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def _rebind(name, value):
+    globals()[name] = value
+
+
+_CHANGES = {  # what a user changes after compiling -> the function that reads it
+    "object attribute": (_reads_config, lambda m: setattr(CONFIG, "scale", 3.0)),
+    "nested object attribute": (_reads_config, lambda m: setattr(CONFIG.inner, "shift", -1.0)),
+    "object rebound": (_reads_config, lambda m: _rebind("CONFIG", _Config())),
+    "set changed in place": (_reads_set, lambda m: FLAGS.add(3)),
+    "numpy scalar rebound": (_reads_numpy, lambda m: _rebind("NP_SCALE", np.float32(4.0))),
+    "numpy array written": (_reads_numpy, lambda m: TABLE.__setitem__(0, 9.0)),
+    "class attribute changed": (None, lambda m: setattr(_Scaled, "scale", 3.0)),
+    "class attribute shadowed": (None, lambda m: setattr(m, "scale", 4.0)),
+}
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("change", sorted(_CHANGES))
+def test_what_an_outside_object_holds_changed_after_compiling_is_seen(change, mode):
+    global CONFIG, FLAGS, NP_SCALE, TABLE
+    CONFIG, FLAGS, NP_SCALE = _Config(), {1, 2}, np.float32(2.0)
+    TABLE = np.array([1.0, 2.0, 3.0], np.float32)
+    _Scaled.scale = 2.0
+    fn, act = _CHANGES[change]
+    fn = fn or _Scaled()
+    x = tj.randn(3)
+    compiled = _compile(mode, fn, (x,), "interpret")
+    _same(compiled(x), fn(x))
+    act(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _same(compiled(x), fn(x))  # a guard miss: compiled again, never the old value
+    _same(compiled(x), fn(x))
+    assert compiled.stats["guard_failures"] >= 1
+    _Scaled.scale = 2.0
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_a_config_object_passed_as_an_argument_is_guarded_by_what_it_holds(mode):
+    import argparse
+
+    def f(x, cfg):
+        return x * cfg.lr
+
+    args = argparse.Namespace(lr=2.0)
+    x = tj.randn(3)
+    compiled = _compile(mode, f, (x, args), "interpret")
+    args.lr = 3.0  # changed in place: the same object
+    _same(compiled(x, args), f(x, args))
+    assert any("holds Namespace" in str(g) for g in compiled.guards)
+
+
+def test_objects_of_installed_packages_are_not_followed():
+    # the test runner's assertion helpers (installed in site-packages) hold state that
+    # changes at every call: following them would compile every call anew
+    from tracejit.capture.pyvalues import _library
+
+    assert _library("_pytest.assertion") and _library("numpy") and _library("json")
+    assert not _library(__name__)
+
+
 # ---- hooks inside the compiled function: refused, naming the line --------------------------
 def _hooked(x):
     h = x * 2

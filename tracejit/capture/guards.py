@@ -19,7 +19,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..ir.symbolic import symbols_in
 from ..tensor.tensor import Tensor
-from .pyvalues import SCALARS, Contents, same, same_scalar, scalar_check
+from .pyvalues import SCALARS, Contents, held_as_contents, same, same_scalar, scalar_check
 
 MISSING = object()
 
@@ -115,7 +115,11 @@ class EntryGuards:
                 ns["SAME_SCALAR"] = same_scalar
                 self._add(lines, scalar_check(f"p{i}", f"C{i}", value),
                           Guard(f"argument {i} == {value!r}"))
-            else:  # an object: the same one (its attributes are not read by the trace)
+            elif held_as_contents(value):  # a config object, a set, a numpy scalar
+                snap = Contents(value)
+                ns["SAME"], ns[f"C{i}"] = same, snap.snapshot
+                self._add(lines, f"SAME(p{i}, C{i})", Guard(f"argument {i} holds {snap.shown}"))
+            else:  # another object: the same one
                 self._add(lines, f"p{i} is C{i}", Guard(f"argument {i} is {_short(value)}"))
         for k, (what, (kind, holder, name), value) in enumerate(pyreads):
             ns[f"H{k}"], ns[f"V{k}"] = holder, value

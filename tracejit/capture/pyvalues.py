@@ -11,12 +11,14 @@ unnoticed.
 from __future__ import annotations
 
 import math
-
 import sys
 import types
 
+import numpy as np
+
 SCALARS = (int, float, bool, str, type(None))
 CONTAINERS = (list, tuple, dict)
+SETS = (set, frozenset)
 _NEST = 8  # containers nested deeper than this are compared by identity only
 # modules whose attributes are taken as fixed: the library's own, numpy's, the standard
 # library's (their attributes read through a global, `np.pi` or `F.relu`, are not guarded)
@@ -38,8 +40,21 @@ def _code_objects(code):
             yield from _code_objects(c)
 
 
+_INSTALLED: dict = {}  # top-level module name -> whether it is an installed package
+
+
 def _library(module_name) -> bool:
-    return (module_name or "").split(".")[0] in _LIBRARIES
+    """Whether a module is a library's (taken as fixed, its code not followed): ours,
+    numpy's, the standard library's, or any package installed in site-packages (the
+    test runner's assertion helpers, a progress bar); the user's own modules are not."""
+    top = (module_name or "").split(".")[0]
+    if top in _LIBRARIES:
+        return True
+    known = _INSTALLED.get(top)
+    if known is None:
+        path = getattr(sys.modules.get(top), "__file__", None) or ""
+        known = _INSTALLED[top] = "site-packages" in path or "dist-packages" in path
+    return known
 
 
 class Contents:
@@ -53,13 +68,41 @@ class Contents:
         self.shown = _shown(value)
 
 
+# the standard library's attribute bags, used as config objects (`args.lr`)
+_NAMESPACES = frozenset({("types", "SimpleNamespace"), ("argparse", "Namespace")})
+
+
+def plain_object(value) -> bool:
+    """An object holding its state in attributes (a config object: an instance of a class
+    of the user's, an argparse or SimpleNamespace): compared by identity and by what its
+    attributes hold."""
+    tensor, module = _objects()
+    cls = type(value)
+    return hasattr(value, "__dict__") and not isinstance(
+        value, (type, types.ModuleType, tensor, module)) and not callable(value) and (
+        not _library(cls.__module__) or (cls.__module__, cls.__name__) in _NAMESPACES)
+
+
+def held_as_contents(value) -> bool:
+    """A value guarded by what it holds (besides containers): a set, a numpy array or
+    scalar, an object holding its state in attributes."""
+    return type(value) in SETS or type(value) is np.ndarray or \
+        isinstance(value, np.generic) or plain_object(value)
+
+
 def _snapshot(value, nest: int):
-    if type(value) in SCALARS:
+    if type(value) in SCALARS or isinstance(value, np.generic):  # numpy scalars too
         return ("s", type(value), value)
     if type(value) in CONTAINERS and nest > 0:
         if type(value) is dict:
             return ("d", tuple(value), tuple(_snapshot(v, nest - 1) for v in value.values()))
         return ("c", type(value), tuple(_snapshot(v, nest - 1) for v in value))
+    if type(value) in SETS:
+        return ("set", type(value), frozenset(value))
+    if type(value) is np.ndarray:  # its values: it may be written in place
+        return ("a", value, value.copy())
+    if nest > 0 and plain_object(value):
+        return ("p", value, _snapshot(dict(vars(value)), nest - 1))
     return ("o", value)
 
 
@@ -91,6 +134,13 @@ def same(value, snap) -> bool:
         return same_scalar(value, snap[2])
     if tag == "o":
         return value is snap[1]
+    if tag == "set":
+        return type(value) is snap[1] and value == snap[2]
+    if tag == "a":  # the same array, holding the same values (NaN where it was NaN)
+        return value is snap[1] and np.array_equal(value, snap[2], equal_nan=value.dtype.kind
+                                                   in "fc")
+    if tag == "p":
+        return value is snap[1] and same(dict(vars(value)), snap[2])
     if tag == "d":
         if type(value) is not dict or len(value) != len(snap[1]) or tuple(value) != snap[1]:
             return False
@@ -101,8 +151,14 @@ def same(value, snap) -> bool:
 
 
 def _shown(value) -> str:
-    text = repr(value) if not _has_tensors(value) else f"{type(value).__name__} of " \
-        f"{len(value)}"
+    if type(value) is np.ndarray:
+        text = f"ndarray{list(value.shape)} of {value.dtype}"
+    elif plain_object(value):
+        text = f"{type(value).__name__} object with attributes {sorted(vars(value))}"
+    elif type(value) in CONTAINERS and _has_tensors(value):
+        text = f"{type(value).__name__} of {len(value)}"
+    else:
+        text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -165,6 +221,10 @@ def value_reads(what: str, getter: tuple, value, names=(), depth: int = 3,
         return out
     if type(value) in CONTAINERS:
         return [(what, getter, Contents(value))] + _inside(value, what, depth, seen, _NEST)
+    if held_as_contents(value):
+        # a set, a numpy array or scalar, a config object: what it holds, compared as a
+        # whole (an array's values, an object's attributes, nested ones included)
+        return [(what, getter, Contents(value))]
     if callable(value) and not isinstance(value, types.ModuleType):
         # another callable (a traced or scripted function, a partial, a bound method, a
         # class): the same object, and what it runs reads in turn
@@ -242,6 +302,8 @@ def module_reads(module, label: str = "",
             elif type(value) in CONTAINERS:
                 out.append((what, ("attr", m.__dict__, name), Contents(value)))
                 out += _inside(value, what, 2, seen, _NEST)
+            elif held_as_contents(value):
+                out.append((what, ("attr", m.__dict__, name), Contents(value)))
             elif isinstance(value, (types.FunctionType, types.MethodType)):
                 out.append((what, ("attr", m.__dict__, name), value))
                 out += function_reads(value, 2, seen)
@@ -252,6 +314,7 @@ def module_reads(module, label: str = "",
         forward = type(m).forward
         if not _library(type(m).__module__):
             out += _method_reads(type(m), m, seen)
+            out += _class_attribute_reads(m, where)
         out += function_reads(forward, depth=2, seen=seen)
     return out
 
@@ -272,4 +335,25 @@ def _method_reads(cls, m, seen) -> list:
         if name != "forward":
             out += function_reads(fn, depth=2, seen=seen)
         todo += sorted({n for code in _code_objects(fn.__code__) for n in code.co_names})
+    return out
+
+
+def _class_attribute_reads(m, where: str) -> list:
+    """Values a module of the user's class reads as `self.name` from its class (or the
+    user's classes it derives from): read through the module, so that a changed class
+    attribute and an instance attribute set later to shadow it are both seen."""
+    out, done = [], set(vars(m))
+    for cls in type(m).__mro__:
+        if _library(cls.__module__):
+            continue
+        for name, value in vars(cls).items():
+            if name in done or name.startswith("__"):
+                continue
+            done.add(name)
+            getter = ("getattr", m, name)
+            what = f"class attribute {where}{name} ({cls.__qualname__}.{name})"
+            if type(value) in SCALARS:
+                out.append((what, getter, value))
+            elif type(value) in CONTAINERS or held_as_contents(value):
+                out.append((what, getter, Contents(value)))
     return out
