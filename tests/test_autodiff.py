@@ -79,15 +79,35 @@ def test_double_backward_through_a_compiled_call_replays_exactly():
     assert traced.stats["backward_replays"] == 1
 
 
-def test_traces_that_update_inputs_keep_the_interpreted_autograd_path():
+@pytest.mark.compile
+def test_traces_that_update_inputs_without_gradients_get_a_compiled_backward():
+    # a BatchNorm's running statistics: the graph returns the new values, which are
+    # written into the inputs after the call, as eager's in-place updates
     def f(x, buf):
         buf.add_(1)
         return (x * buf).sum()
 
     traced = tj.trace(f, (tj.ones(2, requires_grad=True), tj.zeros(2)), backend="numba")
     x, buf = tj.ones(2, requires_grad=True), tj.zeros(2)
-    traced(x, buf).backward()
+    version = buf._version
+    out = traced(x, buf)
+    assert type(out.grad_fn).__name__ == "TracedCallBackward"
+    out.backward()
     assert x.grad.tolist() == [1.0, 1.0] and buf.tolist() == [1.0, 1.0]
+    assert buf._version > version
+
+
+@pytest.mark.compile
+def test_an_update_that_carries_a_gradient_keeps_eager_autograd():
+    def f(x, buf):
+        buf.copy_(x * 2)  # buf now has a history through x
+        return buf.sum()
+
+    traced = tj.trace(f, (tj.ones(2, requires_grad=True), tj.zeros(2)), backend="numba")
+    x, buf = tj.ones(2, requires_grad=True), tj.zeros(2)
+    out = traced(x, buf)
+    out.backward()
+    assert x.grad.tolist() == [2.0, 2.0] and buf.requires_grad and buf.tolist() == [2.0, 2.0]
 
 
 def test_modifying_an_input_before_backward_is_an_error_as_in_eager():

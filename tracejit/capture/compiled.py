@@ -5,6 +5,7 @@ guards around it); so is each straight-line part of a script graph (a segment).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from ..autograd.grad_mode import STATE
@@ -39,6 +40,8 @@ class CompiledGraph:
         self.runner = Interpreter(graph, backend, owner=self)
         self._program = CompiledGraph.UNSET  # the host program for calls without gradients
         self.backwards: list = []  # BackwardTraces, built by calls recording gradients
+        self._functional = None  # a graph with updates: the one returning their values
+        self._mutated: list = []  # the inputs it updates (indices)
         self._backward_failed = False
         self._lock = threading.Lock()
 
@@ -47,6 +50,11 @@ class CompiledGraph:
         backward is compiled."""
         from .autodiff import traced_call
 
+        if self.graph.mutations and self.backend in ("numba", "cuda") and \
+                not self.control_flow:
+            outs = self._call_functional(tensors)
+            if outs is not None:
+                return outs
         if self.backend in ("numba", "cuda") and STATE.grad_enabled and \
                 not self.graph.mutations and \
                 not self.control_flow and any(t._rg for t in tensors):
@@ -54,6 +62,47 @@ class CompiledGraph:
             if bt is not None:
                 return traced_call(bt, self, tensors)
         return self.run_forward(tensors)
+
+    def _call_functional(self, tensors: list):
+        """A graph that updates inputs no gradient flows through (a BatchNorm's running
+        statistics) runs as the same graph returning their new values, compiled
+        (kernels, and a compiled backward with gradients); the values are then written
+        into the inputs as eager's in-place updates are (versions bumped). None where an
+        update carries a gradient (eager autograd records it then)."""
+        from ..autograd.grad_mode import no_grad
+        from ..ops import OPS
+        from ..tensor.dispatch import apply_inplace
+        from .autodiff import traced_call
+
+        targets = self._mutated
+        if any(tensors[i]._rg for i in targets):
+            return None
+        inner = self._functional
+        if inner is None:
+            g = self.graph
+            index = {v: i for i, v in enumerate(g.inputs)}
+            targets = self._mutated = [index[t] for t, _ in g.mutations]
+            plain = dataclasses.replace(g, outputs=list(g.outputs) + [v for _, v in
+                                                                      g.mutations],
+                                        mutations=[])
+            inner = self._functional = CompiledGraph(plain, self.backend, self.bindings,
+                                                     self.shape_guards)
+            inner.stats = self.stats
+            if any(tensors[i]._rg for i in targets):
+                return None
+        n = len(self.graph.outputs)
+        outs = None
+        if STATE.grad_enabled and any(t._rg for t in tensors):
+            bt = inner.backward_trace(tensors)
+            if bt is None or any(k >= n for k in bt.float_outs):
+                return None  # an update that carries a gradient
+            outs = traced_call(bt, inner, tensors)
+        else:
+            outs = inner.run_forward(tensors)
+        with no_grad():
+            for i, value in zip(targets, outs[n:]):
+                apply_inplace(OPS.setitem, tensors[i], value, index=(Ellipsis,))
+        return outs[:n]
 
     def run_forward(self, tensors: list) -> list:
         program = self._program
