@@ -517,3 +517,36 @@ def test_two_list_values_of_one_element_type_unify():
     assert unify(Value(ListType(elem), ()), Value(ListType((tj.float32, (3, 3))), ()))
     assert not unify(Value(ListType(elem), ()), Value(ListType((tj.float64, (3, 3))), ()))
     assert not unify(Value(ListType(elem), ()), Value(ListType((tj.float32, (3,))), ()))
+
+
+# ---- G. a recording that stops inside a path not taken, nested in another one ------------------
+SEEN: list = []
+
+
+def stops_inside_a_nested_path_not_taken(x, n: int):
+    h = x.tanh()
+    if (x > 1).any():
+        return h, n
+    for i in range(x.shape[0]):
+        if h.norm() > 2.0:
+            break
+        if (x > 1).any():
+            break
+        for k in range(n + 1):
+            t = h + 1.0
+            if i < n:
+                break
+        u = t + h  # noqa: F841 — t is assigned inside the loop only: recorded without
+        # running, this fails
+    SEEN.append(n)
+    return x, n
+
+
+def test_a_path_not_taken_stops_when_a_part_inside_it_stops_the_recording():
+    # the inner path's failure stopped the recording, but the enclosing loop recorded
+    # without running swallowed the stop: the rest of the outer path not taken ran for
+    # real after it, and its side effect happened though eager returned early
+    sf = tj.script(stops_inside_a_nested_path_not_taken)
+    del SEEN[:]
+    out = sf(tj.ones(4, 3) * 2, 7)
+    assert out[1] == 7 and SEEN == []

@@ -254,8 +254,9 @@ def _if(rec, pred, fns, values: tuple, spec, names: tuple):
             entries[k] = _entry_aliases(rec, values)
             results[k] = tuple(fns[k](*_copies(rec, entries[k])))
         except Exception as err:
-            if not dry or isinstance(err, ScriptError):
-                raise
+            if not dry or isinstance(err, ScriptError) or (
+                    isinstance(err, DryPathAbort) and rec.dry > dry):
+                raise  # (inside an enclosing path not taken too: that one stops as well)
             if not rec.aborted:
                 _give_up(rec, f"the path not taken of the branch at {where} raised "
                               f"{type(err).__name__}: {err} while it was recorded")
@@ -682,8 +683,9 @@ def _loop_leaves(rec, values: tuple, names: tuple, cond_fn, body_fn, bounds):
         out = tuple(body_fn(index, *vals) if bounds else body_fn(*vals))
         _body_yields(rec, scope, kinds, values, out, names, where)
     except Exception as err:
-        if go or isinstance(err, ScriptError):
-            raise
+        if go or isinstance(err, ScriptError) or (
+                isinstance(err, DryPathAbort) and rec.dry > (not go)):
+            raise  # (inside an enclosing path not taken too: that one stops as well)
         if not rec.aborted:
             _give_up(rec, f"the body of the loop at {where}, recorded without running (no "
                           f"iteration in this call), raised {type(err).__name__}: {err}")
