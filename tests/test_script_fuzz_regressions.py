@@ -260,6 +260,25 @@ def reads_a_copy_back_from_a_list(x, n: int):
     return hs[n % len(hs)]
 
 
+@tj.script
+def _halves(t, k: int):  # a scripted helper: the input itself when its loop runs no time
+    for j in range(k % 3):
+        t = t * 0.5 + j
+    return t
+
+
+def the_input_from_a_helper_with_a_copy_beside_it(x, n: int):
+    h = _halves(x, n)
+    for i in range(2):
+        j = 0
+        g = h * 1.0  # a copy of h, carried with h: h is handed on as itself, g as a copy
+        while j < 3 and g.abs().sum() < 2.0:
+            g = g * 1.5 + 0.25
+            h = g + g * 0.5
+            j += 1
+    return h, h
+
+
 def _calls(fn):
     values = [(3, 1.0, 2), (3, -1.0, 0), (2, 1.0, 0), (4, -1.0, 3), (3, 3.0, 1), (2, -3.0, 2)]
     n_param = "n" in inspect.signature(fn).parameters
@@ -271,7 +290,7 @@ ALIASING = [returns_the_input_on_one_path, a_copy_that_a_branch_keeps,
             a_copy_that_a_loop_carries, the_input_through_a_loop, returns_in_nested_branches,
             equal_products_one_kept_by_a_branch, equal_products_one_carried_by_a_loop,
             writes_into_a_copy_in_a_loop, reads_the_input_back_from_a_list,
-            reads_a_copy_back_from_a_list]
+            reads_a_copy_back_from_a_list, the_input_from_a_helper_with_a_copy_beside_it]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

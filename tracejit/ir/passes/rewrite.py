@@ -28,6 +28,7 @@ class Builder:
                            input_kinds=list(src.input_kinds), notes=list(src.notes),
                            region=src.region)
         self.map: dict = {}
+        self.origin: dict = {}  # new value -> the source value whose node it is a copy of
         self._control: list = []  # (branch or loop made here, its source operands)
         for v in src.inputs:
             nv = Value(v.dtype, v.shape, None, v.name)
@@ -42,6 +43,7 @@ class Builder:
                         [(v.dtype, v.shape) for v in node.outputs], node)
         for old, nv in zip(node.outputs, new.outputs):
             self.map[old] = nv
+            self.origin[nv] = old
         if node.op in CONTROL or node.op in _HOLDS:
             self.passes_on(new, node.inputs)
         return new
@@ -63,15 +65,25 @@ class Builder:
         computed (a node's result) whose value here is an input of this graph, a value
         other computed values were merged into (CSE, `-(-y)` as y), or the value given
         for another of `olds`, is passed on as a copy, so that the node never hands on an
-        input object, or one object for two, where the program made a new tensor."""
+        input object, or one object for two, where the program made a new tensor. The
+        source value a merged value was copied from (not merged into it) keeps it: `h`
+        handed on with `g = h * 1.0` is h itself, g the copy, as in eager."""
         from ..graph import ListType
 
         inputs, given, out, clones = set(self.graph.inputs), {}, [], []
+        keeps = {}
+        here = [o for o in olds if isinstance(o, Value)]
+        for old, new in zip(olds, news):
+            others = merged.get(new, set()) - {old}
+            # the others merged into it are handed on here only (each gets its copy here)
+            if isinstance(new, Value) and self.origin.get(new) is old and all(
+                    o in here and self._handed().get(o, 0) == here.count(o) for o in others):
+                keeps.setdefault(new, old)
         for old, new in zip(olds, news):
             if isinstance(old, Value) and isinstance(new, Value) and \
                     old.producer is not None and not isinstance(new.dtype, ListType) and \
-                    (new in inputs or len(merged.get(new, ())) > 1 or
-                     given.get(new, old) is not old):
+                    (new in inputs or (keeps.get(new) is not old and (
+                        len(merged.get(new, ())) > 1 or given.get(new, old) is not old))):
                 like = old.producer
                 node = self.graph.add_node("clone", [new], {}, [(new.dtype, new.shape)],
                                            like.source)
@@ -82,6 +94,19 @@ class Builder:
                 given.setdefault(new, old)
             out.append(new)
         return out + list(news[len(out):]), clones
+
+    def _handed(self) -> dict:
+        """source value -> how many times the source graph hands it on: as an output, or
+        as an operand of a branch, a loop or a list node (where its identity is seen)."""
+        if getattr(self, "_handed_counts", None) is None:
+            counts: dict = {}
+            for v in list(self.src.outputs) + [x for n in self.src.nodes
+                                               if n.op in CONTROL or n.op in _HOLDS
+                                               for x in n.inputs]:
+                if isinstance(v, Value):
+                    counts[v] = counts.get(v, 0) + 1
+            self._handed_counts = counts
+        return self._handed_counts
 
     def _merged(self) -> dict:
         """new value -> the computed source values it stands for."""
