@@ -68,16 +68,17 @@ ALL = frozenset(CONSTRUCTS)
 # known bug classes in script mode today (construct -> symptom): switched off by default
 # so that the rest is fuzzed; `fuzz(..., constructs=ALL)` turns them back on
 KNOWN_BUGGY = {
-    "out_setitem": "with lists and a tensor branch: an input read back from a list and "
-                   "returned comes back as a copy with a grad_fn (eager: the input itself)",
-    "list_setitem": "the same identity difference as out_setitem (item assignment itself "
-                    "is refused naming the line)",
-    "nested_return": "the same identity difference as out_setitem",
+    "out_setitem": "a write into a value saved for backward (`o = t.tanh()`, then "
+                   "`o[i] = ...`) on a path the recording call did not take: eager's "
+                   "backward raises 'modified by an inplace operation', a later scripted "
+                   "call's backward gives gradients (1 call in 2,813 with --all)",
 }
 # constructs script mode refuses by design (docs/script.md, "What is refused"): every
 # program using one is refused (a clear error naming its line), so they are off by
 # default (they would leave little else fuzzed) and on with `--all`, counted as refusals
 REFUSED = {
+    "list_setitem": "item assignment to a list that a loop or a branch on a tensor builds: "
+                    "ScriptError naming the line",
     "index_after_loop": "a loop index with no value before its loop, read after it: "
                         "UnboundLocalError naming the line that reads it and the loop",
     "loop_local_after": "a variable assigned only inside a loop is not defined after it: "
