@@ -127,7 +127,7 @@ MUTANTS = [
      "        if not all(nonneg(s) for s in mono) or (coef > 0) == upper:",
      "        if (coef > 0) == upper:", ["tests/test_script.py", "tests/test_script_nn.py"]),
     ("DCE drops size bindings that something reads", "tracejit/ir/passes/dce.py",
-     "    if node.op in _BINDERS and _bound(node) & used:", "    if False:",
+     "    if node.op in _BINDERS and symbols_bound(node) & used:", "    if False:",
      ["tests/test_script.py"]),
     ("a segment ignores the loop index it is given", "tracejit/backends/interpret.py",
      "                ins = [vals[r] if r is not None else _carrier(env[c]) for r, c in reads]",
