@@ -756,13 +756,6 @@ def _body_yields(rec, scope, kinds, values, out, names, where) -> None:
                 raise ScriptError(f"{where}: variable '{names[k]}' is a tensor before the "
                                   f"loop and {_describe(x)} after its body")
             v = rec.local(rec.value_of(x))
-            start = scope.graph.inputs[len(yields)]
-            if not unify(v, start):
-                raise ScriptError(
-                    f"{where}: variable '{names[k]}' changes type in the loop, from "
-                    f"{_type(rec, start)} to {_type(rec, v)}; a loop must keep the types of the "
-                    "variables it carries")
-            yields.append(v)
         elif kind == "list":
             if not lists.is_tracked(rec, x) and not _list_like(x):
                 raise ScriptError(f"{where}: variable '{names[k]}' is a list before the loop "
@@ -770,6 +763,7 @@ def _body_yields(rec, scope, kinds, values, out, names, where) -> None:
             # a list the body built again (`hs = [x]` then appends the body unrolled)
             # becomes a list value here, as the one before the loop did
             v = rec.local(lists.value_of(rec, x))
+        if kind in ("tensor", "list"):
             start = scope.graph.inputs[len(yields)]
             if not unify(v, start):
                 raise ScriptError(
