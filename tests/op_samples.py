@@ -47,28 +47,28 @@ def _unfold_ref(x, kernel, stride, padding, dilation, value=0.0):
     n, c, h, w = x.shape
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    out = np.empty((n, oh, ow, c, kh, kw))
+    out = np.empty((n, c, kh, kw, oh, ow))
     for a in range(oh):
         for b in range(ow):
             for i in range(kh):
                 for j in range(kw):
                     y, z = a * sh + i * dh - ph, b * sw + j * dw - pw
                     inside = 0 <= y < h and 0 <= z < w
-                    out[:, a, b, :, i, j] = x[:, :, y, z] if inside else value
+                    out[:, :, i, j, a, b] = x[:, :, y, z] if inside else value
     return out
 
 
 def _fold_ref(g, shape, kernel, stride, padding, dilation):
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     out = np.zeros(shape)
-    n, oh, ow = g.shape[:3]
+    oh, ow = g.shape[4:]
     for a in range(oh):
         for b in range(ow):
             for i in range(kh):
                 for j in range(kw):
                     y, z = a * sh + i * dh - ph, b * sw + j * dw - pw
                     if 0 <= y < shape[2] and 0 <= z < shape[3]:
-                        out[:, :, y, z] += g[:, a, b, :, i, j]
+                        out[:, :, y, z] += g[:, :, i, j, a, b]
     return out
 
 
@@ -241,9 +241,9 @@ SAMPLES = {
                     dilation=(1, 1)),
                   S(f(1, 2, 7, 7), kernel=(2, 2), stride=(2, 3), padding=(1, 1),
                     dilation=(2, 1), value=-1.5)], _unfold_ref, [0]),
-    "fold2d": ([S(f(2, 5, 3, 3, 3, 2), shape=(2, 3, 5, 6), kernel=(3, 2), stride=(1, 2),
+    "fold2d": ([S(f(2, 3, 3, 2, 5, 3), shape=(2, 3, 5, 6), kernel=(3, 2), stride=(1, 2),
                   padding=(1, 0), dilation=(1, 1)),
-                S(f(1, 4, 3, 2, 2, 2), shape=(1, 2, 7, 7), kernel=(2, 2), stride=(2, 3),
+                S(f(1, 2, 2, 2, 4, 3), shape=(1, 2, 7, 7), kernel=(2, 2), stride=(2, 3),
                   padding=(1, 1), dilation=(2, 1))], _fold_ref, [0]),
     "constant": ([S(value=np.arange(6.0).reshape(2, 3))], lambda value: value, []),
     "full": ([S(shape=(2, 3), value=1.5, dtype=None)],

@@ -25,6 +25,26 @@ def test_max_pool_gives_a_tied_window_s_gradient_to_its_first_maximum():
 
 
 @requires_torch
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_pools_with_padding_and_strides_match_pytorch(dtype):
+    """Windows that overlap the padding: max pooling pads with the dtype's lowest value
+    (an integer input must not overflow from -inf), average pooling with zeros."""
+    import torch
+
+    x = np.arange(-40, 37, dtype=dtype).reshape(1, 1, 7, 11)[:, :, :, ::-1].copy()
+    for args in [(3, 2, 1), ((3, 2), (1, 3), (1, 1)), (2, 2, 1)]:
+        want = torch.nn.functional.max_pool2d(torch.from_numpy(x), *args).numpy()
+        got = nn.functional.max_pool2d(tj.tensor(x), *args).numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    if dtype == "float32":
+        for args in [(3, 2, 1), ((3, 2), (1, 3), (1, 1))]:
+            want = torch.nn.functional.avg_pool2d(torch.from_numpy(x), *args).numpy()
+            got = nn.functional.avg_pool2d(tj.tensor(x), *args).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@requires_torch
 def test_conv_initialisation_follows_pytorch_bounds():
     import torch
 

@@ -119,6 +119,28 @@ def test_softmax_row_kernel_exponentiates_once_and_divides_once_per_row():
     assert "= np.float32(1) / " in src and " / " not in output_pass.split("\n", 1)[1]
 
 
+@pytest.mark.compile
+def test_a_per_channel_value_is_computed_once_per_channel_not_per_pixel():
+    """A batch norm's scale rsqrt(var + eps) of a [1, C, 1, 1] variance sits in the
+    channel loop of the [N, C, H, W] loop nest, with the read of its operand; per-pixel
+    work stays innermost. The kernel still equals the interpreter's result."""
+    def norm(x, var):
+        return x * (var + 1e-5).rsqrt()
+
+    x, var = tj.randn(2, 3, 4, 5), tj.rand(1, 3, 1, 1)
+    t = traced(norm, x, var)
+    region = next(n for n in t.graph.nodes if n.op == "fused").regions[0]
+    nd = numba_cpu.generate(region).split("def nd(")[1].split("def nd_serial")[0]
+
+    def depth(text):
+        line = next(ln for ln in nd.splitlines() if text in ln)
+        return len(line) - len(line.lstrip())
+    channel = depth("for i1_ in") + 4
+    assert depth("[0, i1_, 0, 0]") == depth("math.sqrt") == channel  # var's read, rsqrt
+    assert depth("= i1[i0_, i1_, i2_, i3_]") == depth("o0[i0_, i1_, i2_, i3_] =") > channel
+    np.testing.assert_allclose(t(x, var).numpy(), norm(x, var).numpy(), rtol=1e-6)
+
+
 def test_cache_reuses_entries_and_recovers_from_corruption(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     src = "X = 41\n"

@@ -344,35 +344,60 @@ def render_elementwise(plan: ElementwisePlan) -> str:
     """The CPU spelling of an elementwise plan: `flat` over contiguous same-shape arrays
     and `nd`, a loop nest reading each input at its own broadcast index (a bias [C] at
     [i1_], so arrays pass as they are and the inner loop stays contiguous), each with a
-    serial twin."""
+    serial twin. In the loop nest each read and statement sits in the outermost loop
+    that its indices and operands allow: a batch norm's per-channel scale (an rsqrt of
+    a [1, C, 1, 1] variance) is computed once per channel, not once per pixel."""
     body = [render_statement(st) for st in plan.body]
     params = ", ".join(plan.params)
+    levels = loop_levels(plan)
 
-    def kernel(name: str, index: str, loops: list, nested: bool, parallel: bool):
-        shape = ", shape" if nested else ""
-        lines = [_decorator(parallel), f"def {name}{'' if parallel else '_serial'}"
-                                       f"({params}{shape}):"]
-        loops = loops if parallel else [ln.replace("numba.prange", "range") for ln in loops]
-        lines += ["    " + ln for ln in loops]
-        indent = "    " * (1 + len(loops))
-        lines += [f"{indent}{a.local} = "
-                  + _converted(_READ, a.dtype, f"{a.param}[{_index(a) if nested else index}]")
-                  for a in plan.inputs]
-        lines += [indent + ln for ln in body]
-        return lines + store_lines(plan, indent, index, nested)
+    def header(name: str, shape: str, parallel: bool) -> list:
+        return [_decorator(parallel), f"def {name}{'' if parallel else '_serial'}"
+                                      f"({params}{shape}):"]
 
-    idx = ", ".join(f"i{d}_" for d in range(plan.rank)) or "()"
-    loops = []
-    for d in range(plan.rank):
-        rng = "numba.prange" if d == 0 else "range"
-        loops.append("    " * d + f"for i{d}_ in {rng}(shape[{d}]):")
+    def read(a: Access, index: str) -> str:
+        return f"{a.local} = " + _converted(_READ, a.dtype, f"{a.param}[{index}]")
+
+    def flat(parallel: bool) -> list:
+        rng = "numba.prange" if parallel else "range"
+        lines = header("flat", "", parallel) + [f"    for i in {rng}(o0.shape[0]):"]
+        lines += ["        " + read(a, "i") for a in plan.inputs]
+        lines += ["        " + ln for ln in body]
+        return lines + store_lines(plan, "        ", "i", False)
+
+    def nested(parallel: bool) -> list:
+        placed: dict = {}  # loop level (-1: before the loops) -> lines
+        for a in plan.inputs:
+            placed.setdefault(levels[a.local], []).append(read(a, _index(a)))
+        for st, text in zip(plan.body, body):
+            placed.setdefault(levels[st.target], []).append(text)
+        lines = header("nd", ", shape", parallel)
+        lines += ["    " + ln for ln in placed.get(-1, [])]
+        for d in range(plan.rank):
+            rng = "numba.prange" if d == 0 and parallel else "range"
+            lines.append("    " * (d + 1) + f"for i{d}_ in {rng}(shape[{d}]):")
+            lines += ["    " * (d + 2) + ln for ln in placed.get(d, [])]
+        return lines + store_lines(plan, "    " * (plan.rank + 1), "", True)
+
     lines: list = []
     for parallel in (True, False):
-        lines += (kernel("flat", "i", ["for i in numba.prange(o0.shape[0]):"], False, parallel)
-                  if plan.flat else []) + [""]
+        lines += (flat(parallel) if plan.flat else []) + [""]
     for parallel in (True, False):
-        lines += (kernel("nd", idx, loops, True, parallel) if plan.rank else []) + [""]
+        lines += (nested(parallel) if plan.rank else []) + [""]
     return "\n".join(_HEADER + lines[:-1]) + "\n"
+
+
+def loop_levels(plan: ElementwisePlan) -> dict:
+    """Per input local and statement target: the innermost loop dimension it depends on
+    (-1: none), through the dimensions an input is read along and a statement's
+    operands."""
+    levels = {z: -1 for z in plan.sizes}
+    for a in plan.inputs:
+        levels[a.local] = max((d for d in a.dims if d is not None), default=-1)
+    for st in plan.body:
+        names = [x.name for x in st.args if isinstance(x, Ref)] + sorted(st.expr.refs())
+        levels[st.target] = max((levels.get(n, plan.rank - 1) for n in names), default=-1)
+    return levels
 
 
 def _broadcast_pick(v: Value) -> tuple:
@@ -432,9 +457,11 @@ class RegionKernel:
         n = 1
         for d in shape:
             n *= d
-        if n == 0 and any(o.size for o in outs):
-            return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
-                                                                     out_shapes)))
+        if n == 0:  # no loop runs (a hoisted statement must not run either)
+            if any(o.size for o in outs):
+                return evaluate_by_ops(self.region, arrays, zs,
+                                       list(zip(self.region.outputs, out_shapes)))
+            return outs
         small = n < SERIAL_BELOW or not self.threads.worth(n)
         args_in, args_out = arrays, outs
         if self.low_precision:

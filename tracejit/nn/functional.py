@@ -288,16 +288,14 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
             raise ValueError(f"padding must be 'same', 'valid' or ints, got {padding!r}")
         padding = (0, 0) if padding == "valid" else _same_padding((kh, kw), dilation, stride)
     padding = _pair(padding, "padding")
-    cols = F.unfold2d(input, (kh, kw), stride, padding, dilation)  # [N, OH, OW, C, KH, KW]
-    n, oh, ow = cols.shape[0], cols.shape[1], cols.shape[2]
+    cols = F.unfold2d(input, (kh, kw), stride, padding, dilation)  # [N, C, KH, KW, OH, OW]
+    n, oh, ow = cols.shape[0], cols.shape[4], cols.shape[5]
     k = cg * kh * kw
-    if groups == 1:
-        out = F.matmul(F.reshape(cols, (n, oh * ow, k)), F.t(F.reshape(weight, (o, k))))
-        out = F.transpose(out, 1, 2)  # [N, O, OH*OW]
-    else:
-        g = F.transpose(F.reshape(cols, (n, oh * ow, groups, k)), 1, 2)  # [N, G, OH*OW, k]
-        wg = F.transpose(F.reshape(weight, (groups, o // groups, k)), 1, 2)  # [G, k, O/G]
-        out = F.transpose(F.matmul(g, wg), 2, 3)  # [N, G, O/G, OH*OW]
+    if groups == 1:  # [O, C*KH*KW] @ [N, C*KH*KW, OH*OW]: [N, O, OH*OW], NCHW order
+        out = F.matmul(F.reshape(weight, (o, k)), F.reshape(cols, (n, k, oh * ow)))
+    else:  # [G, O/G, k] @ [N, G, k, OH*OW]: [N, G, O/G, OH*OW]
+        out = F.matmul(F.reshape(weight, (groups, o // groups, k)),
+                       F.reshape(cols, (n, groups, k, oh * ow)))
     out = F.reshape(out, (n, o, oh, ow))
     if bias is not None:
         out = out + F.reshape(bias, (1, o, 1, 1))
@@ -353,10 +351,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                                                    ceil_mode, "max_pool2d")
     x, unbatched = _batched(input, "max_pool2d")
     cols = F.unfold2d(x, kernel, stride, padding, dilation, value=-math.inf)
-    n, oh, ow, c = cols.shape[0], cols.shape[1], cols.shape[2], cols.shape[3]
-    flat = F.reshape(cols, (n, oh, ow, c, kernel[0] * kernel[1]))
-    first = F.argmax(flat, -1, keepdim=True)
-    out = F.permute(F.squeeze(F.gather(flat, -1, first), -1), (0, 3, 1, 2))
+    n, c, oh, ow = cols.shape[0], cols.shape[1], cols.shape[4], cols.shape[5]
+    flat = F.reshape(cols, (n, c, kernel[0] * kernel[1], oh, ow))
+    first = F.argmax(flat, 2, keepdim=True)
+    out = F.squeeze(F.gather(flat, 2, first), 2)
     return F.squeeze(out, 0) if unbatched else out
 
 
@@ -371,8 +369,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                                   "supported")
     x, unbatched = _batched(input, "avg_pool2d")
     cols = F.unfold2d(x, kernel, stride, padding, (1, 1))
-    total = F.sum(cols, (4, 5))
-    out = F.permute(total / (divisor_override or kernel[0] * kernel[1]), (0, 3, 1, 2))
+    out = F.sum(cols, (2, 3)) / (divisor_override or kernel[0] * kernel[1])
     return F.squeeze(out, 0) if unbatched else out
 
 

@@ -71,14 +71,20 @@ class Expr:
 
     def calls(self) -> set:
         """The scalar functions this expression calls."""
-        out: set = set()
+        return {e.fn for e in self.nodes() if isinstance(e, Call)}
+
+    def refs(self) -> set:
+        """The names of the `Ref`s it reads."""
+        return {e.name for e in self.nodes() if isinstance(e, Ref)}
+
+    def nodes(self):
+        """Every node of the expression, itself first."""
         stack = [self]
         while stack:
             e = stack.pop()
+            yield e
             if isinstance(e, Call):
-                out.add(e.fn)
                 stack.extend(e.args)
-        return out
 
     @property
     def calls_math(self) -> bool:

@@ -608,13 +608,13 @@ def matmul(input, other):
 
 
 def unfold2d(input, kernel, stride, padding, dilation, value=0.0):
-    """Every kernel window of the padded [N, C, H, W] input: [N, OH, OW, C, KH, KW]."""
+    """Every kernel window of the padded [N, C, H, W] input: [N, C, KH, KW, OH, OW]."""
     return apply(OPS.unfold2d, input, kernel=tuple(kernel), stride=tuple(stride),
                  padding=tuple(padding), dilation=tuple(dilation), value=float(value))
 
 
 def fold2d(windows, shape, kernel, stride, padding, dilation):
-    """Sum windows [N, OH, OW, C, KH, KW] back into an [N, C, H, W] tensor (unfold2d's
+    """Sum windows [N, C, KH, KW, OH, OW] back into an [N, C, H, W] tensor (unfold2d's
     adjoint)."""
     return apply(OPS.fold2d, windows, shape=tuple(shape), kernel=tuple(kernel),
                  stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
