@@ -38,6 +38,16 @@ def test_pools_with_padding_and_strides_match_pytorch(dtype):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
     if dtype == "float32":
+        x[0, 0, 2, 3] = x[0, 0, 5, 5] = np.nan  # a NaN is its windows' maximum
+        t = tj.tensor(x, requires_grad=True)
+        got = nn.functional.max_pool2d(t, 3, 2, 1)
+        want = torch.nn.functional.max_pool2d(torch.from_numpy(x), 3, 2, 1).numpy()
+        np.testing.assert_array_equal(got.detach().numpy(), want)
+        p = torch.tensor(x, requires_grad=True)
+        torch.nn.functional.max_pool2d(p, 3, 2, 1).sum().backward()
+        got.sum().backward()
+        assert np.isnan(want).sum() == 6 and t.grad.numpy()[0, 0, 2, 3] > 0
+        np.testing.assert_array_equal(t.grad.numpy(), p.grad.numpy())
         for args in [(3, 2, 1), ((3, 2), (1, 3), (1, 1))]:
             want = torch.nn.functional.avg_pool2d(torch.from_numpy(x), *args).numpy()
             got = nn.functional.avg_pool2d(tj.tensor(x), *args).numpy()

@@ -353,9 +353,25 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     cols = F.unfold2d(x, kernel, stride, padding, dilation, value=-math.inf)
     n, c, oh, ow = cols.shape[0], cols.shape[1], cols.shape[4], cols.shape[5]
     flat = F.reshape(cols, (n, c, kernel[0] * kernel[1], oh, ow))
-    first = F.argmax(flat, 2, keepdim=True)
-    out = F.squeeze(F.gather(flat, 2, first), 2)
+    out = F.squeeze(F.gather(flat, 2, _first_max(flat, kernel[0] * kernel[1])), 2)
     return F.squeeze(out, 0) if unbatched else out
+
+
+def _first_max(windows, count: int):
+    """Per window of [N, C, K, OH, OW], the index along K of its first maximum, a NaN
+    counting as the maximum (PyTorch's pools take `val > max || isnan(val)`): K - 1
+    comparisons and selects, elementwise ops a trace fuses into one kernel (numpy's
+    argmax along an inner dimension costs as much as the rest of a pool)."""
+    if count == 1:
+        return F.argmax(windows, 2, keepdim=True)
+    w = F.detach(windows)
+    best, index = w[:, :, 0], None
+    for k in range(1, count):
+        v = w[:, :, k]
+        take = (v > best) | (v != v)
+        best = F.where(take, v, best)
+        index = F.where(take, k, 0 if index is None else index)
+    return F.unsqueeze(index, 2)
 
 
 @composite("AvgPool2DBackward0", "input")
