@@ -10,6 +10,9 @@ import time
 # from the import on. Set before tracejit is imported here or in the processes started here.
 os.environ.setdefault("TRACEJIT_GC_FREEZE", "1")
 os.environ.setdefault("TRACEJIT_MEMORY_STATS", "1")
+# Kernel benchmarks time compiled kernels and compile latency: kernels compile at their
+# first call, waiting (models/run.py measures the background compiler's first steps).
+os.environ.setdefault("TRACEJIT_BACKGROUND_COMPILE", "0")
 
 
 def median_time(fn, *, repeat: int = 7, min_time: float = 0.05) -> float:

@@ -7,6 +7,9 @@ os.environ.setdefault("TRACEJIT_VERIFY", "1")  # the verifier runs after every p
 # The fast tier interprets traces; tests of the Numba backend ask for it by name and share
 # one warm kernel cache inside the checkout.
 os.environ.setdefault("TRACEJIT_BACKEND", "interpret")
+# Kernels compile at their first call here (a test of compiled kernels runs them); the
+# background compiler has its own tests (tests/test_background_compile.py).
+os.environ.setdefault("TRACEJIT_BACKGROUND_COMPILE", "0")
 os.environ.setdefault("TRACEJIT_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..",
                                                          ".cache", "kernels"))
 

@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from ..ir.graph import FUSED, GUARD, Graph, Value
+from ..ir.graph import FUSED, GUARD, Graph, Value, symbols_read
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
 from ..ir.symbolic import SymInt, has_sym, hint_of
@@ -200,11 +200,15 @@ class HostProgram:
         loop_src = em.shape(loop) if loop is not None else "np.broadcast_shapes(" + "".join(
             (args[region.inputs.index(v)] + ".shape" if v in region.inputs else
              em.shape(v.shape)) + ", " for v in frame) + ")"
+        # the sizes the region's ops name, for when it runs op by op (its kernel is
+        # being compiled in the background, or Numba cannot compile it)
+        names = sorted(set().union(*(symbols_read(n) for n in region.nodes)) & em.bound)
+        env = "{" + "".join(f"{n!r}: {n}, " for n in names) + "}"
         if isinstance(kernel, RowKernel):
-            call = f"{kname}.run([{', '.join(args)}], {zs}, {loop_src})"
+            call = f"{kname}.run([{', '.join(args)}], {zs}, {loop_src}, {env})"
         else:
             out_shapes = "(" + "".join(em.shape(v.shape) + ", " for v in region.outputs) + ")"
-            call = f"{kname}.run([{', '.join(args)}], {zs}, {out_shapes}, {loop_src})"
+            call = f"{kname}.run([{', '.join(args)}], {zs}, {out_shapes}, {loop_src}, {env})"
         em.lines.append(f"{''.join(o + ', ' for o in outs)}= {call}  # fused {node.source}")
 
 

@@ -25,6 +25,7 @@ from ..ops.scalar import MATH1, MATH2, MAX, MEAN, MIN, PROD, SUM, Arg, Ref, rend
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
 from ..runtime.kernel_cache import load_module, record_compiled, reload_compiled
+from . import background
 from .scalar_math import FLOAT32_FORMS, FLOAT64_FORMS
 from .threads import THREADS, serial_below
 from ..codegen.plan import (Access, ElementwisePlan, Load, Reciprocal, RowPlan,  # noqa: F401
@@ -447,12 +448,13 @@ class RegionKernel:
         shape = np.broadcast_shapes(*out_shapes, *[a.shape for a in arrays])
         return self.run(arrays, zs, out_shapes, shape)
 
-    def run(self, arrays: list, zs, out_shapes, shape: tuple) -> list:
+    def run(self, arrays: list, zs, out_shapes, shape: tuple, env=None) -> list:
         """The kernel on input arrays, with sizes, output shapes and the loop shape
-        already worked out (a host program computes them from its own sizes)."""
+        already worked out (a host program computes them from its own sizes; `env`: the
+        values of the size symbols the region's ops name, for running them op by op)."""
         if self.failed:
             return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
-                                                                     out_shapes)))
+                                                                     out_shapes)), env)
         outs = [np.empty(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
         n = 1
         for d in shape:
@@ -460,7 +462,7 @@ class RegionKernel:
         if n == 0:  # no loop runs (a hoisted statement must not run either)
             if any(o.size for o in outs):
                 return evaluate_by_ops(self.region, arrays, zs,
-                                       list(zip(self.region.outputs, out_shapes)))
+                                       list(zip(self.region.outputs, out_shapes)), env)
             return outs
         small = n < SERIAL_BELOW or not self.threads.worth(n)
         args_in, args_out = arrays, outs
@@ -477,24 +479,30 @@ class RegionKernel:
             args = args_out + args_in
             args += zs
             args.append(shape)
-        if not launch(self, name, args):
-            return self.run(arrays, zs, out_shapes, shape)
+        done = launch(self, name, args)
+        if done is FAILED:
+            return self.run(arrays, zs, out_shapes, shape, env)
+        if done is PENDING:
+            return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
+                                                                     out_shapes)), env)
         return outs
 
 
-def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = ()) -> list:
+def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = (),
+                    sizes: dict | None = None) -> list:
     """The region's outputs computed op by op with numpy. For an empty iteration space
     with an output that is not empty (a [1, N] value next to a [0, N] one): the loop that
     writes it at its broadcast index runs zero times. Sizes used as numbers come from the
-    kernel's size parameters `zs`; size symbols in attributes are read off the inputs'
-    shapes and `shapes` ((value, concrete shape), right-aligned)."""
+    kernel's size parameters `zs`; size symbols in attributes come from `sizes` (symbol ->
+    value, as a host program knows them), else are read off the inputs' shapes and
+    `shapes` ((value, concrete shape), right-aligned)."""
     from ..autograd.grad_mode import no_grad
     from ..ir.symbolic import map_leaves
     from ..tensor.dispatch import apply
     from ..tensor.tensor import Tensor
 
     by_source = {src: z for (src, _), z in zip(size_params(region), zs)}
-    env = {}
+    env = dict(sizes or {})
     for v, shape in list(zip(region.inputs, (a.shape for a in arrays))) + list(shapes):
         offset = len(shape) - len(v.shape)
         for d, size in enumerate(v.shape):
@@ -517,10 +525,14 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = ()) -> list:
     return [np.ascontiguousarray(values[v]._data) for v in region.outputs]
 
 
-def launch(owner, name: str, args: list) -> bool:
-    """Call kernel `name` of `owner.module` (a RegionKernel's or RowKernel's); False when
-    Numba cannot compile it, and the region is to be interpreted from now on (with one
-    warning).
+RAN, FAILED, PENDING = "ran", "failed", "pending"
+
+
+def launch(owner, name: str, args: list) -> str:
+    """Call kernel `name` of `owner.module` (a RegionKernel's or RowKernel's): RAN;
+    FAILED when Numba cannot compile it, and the region is to be interpreted from now on
+    (with one warning); PENDING when it is being compiled in the background
+    (backends/background.py) and this call is to be interpreted.
 
     Numba compiles a kernel, or loads its machine code from the cache files, at its first
     call for a signature. A compile error (Numba cannot type or lower it) is the region's:
@@ -534,6 +546,8 @@ def launch(owner, name: str, args: list) -> bool:
 
     kernel = getattr(owner.module, name)
     known = len(kernel.overloads)
+    if not known and background.enabled() and background.pending(owner.module, kernel, args):
+        return PENDING
     try:
         if not known and (_EVENTS[0] or enabled("compile")):
             _first_launch(owner.module, kernel, args)
@@ -541,7 +555,7 @@ def launch(owner, name: str, args: list) -> bool:
             kernel(*args)
     except NumbaError as err:
         _interpret(owner, err)
-        return False
+        return FAILED
     except Exception:
         fresh = reload_compiled(owner.module)
         if fresh is None:
@@ -550,7 +564,7 @@ def launch(owner, name: str, args: list) -> bool:
         return launch(owner, name, args)
     if len(kernel.overloads) > known and sum(kernel.stats.cache_misses.values()):
         record_compiled(owner.module)
-    return True
+    return RAN
 
 
 def _interpret(owner, err) -> None:
@@ -625,11 +639,12 @@ class RowKernel:
                                    *[_concrete(codes, env) for codes in self.frame])
         return self.run(arrays, zs, full)
 
-    def run(self, arrays: list, zs, full: tuple) -> list:
-        """The kernel on input arrays, with sizes and the full shape already worked out."""
+    def run(self, arrays: list, zs, full: tuple, env=None) -> list:
+        """The kernel on input arrays, with sizes and the full shape already worked out
+        (`env`: as RegionKernel.run's)."""
         if self.failed:
             return evaluate_by_ops(self.region, arrays, zs,
-                                   [(v, full) for v in self.frame_values])
+                                   [(v, full) for v in self.frame_values], env)
         lead, n = full[:-1], full[-1]
         rows = 1
         for d in lead:
@@ -638,7 +653,7 @@ class RowKernel:
                                  self.partial[k] is not None or self.row_picks[k] is not None
                                  for k, (_, kind, _) in enumerate(self.outputs)):
             return evaluate_by_ops(self.region, arrays, zs,
-                                   [(v, full) for v in self.frame_values])
+                                   [(v, full) for v in self.frame_values], env)
         ins = [(a if a.shape == full else np.broadcast_to(a, lead + (n,))).reshape(rows, n)
                if kind == "element" else a.reshape(n) if kind == "column" else
                np.broadcast_to(a, lead + (1,)).reshape(rows, 1)
@@ -651,9 +666,13 @@ class RowKernel:
         args_in = [_as_bits(a) for a in ins] if self.half else ins
         args_out = [_as_bits(o) for o in outs] if self.half else outs
         args = [rows, n, chunks] if self.columns else [rows, n]
-        if not launch(self, "row_serial" if serial else "row", args + args_out + args_in
-                      + list(zs)):
-            return self.run(arrays, zs, full)
+        done = launch(self, "row_serial" if serial else "row", args + args_out + args_in
+                      + list(zs))
+        if done is FAILED:
+            return self.run(arrays, zs, full, env)
+        if done is PENDING:
+            return evaluate_by_ops(self.region, arrays, zs,
+                                   [(v, full) for v in self.frame_values], env)
         # (one chunk's partial sums are the sums: the same numbers as summing one row)
         results = [(o[0].astype(d) if chunks == 1 else o.sum(0).astype(d))
                    if kind == "summed" else

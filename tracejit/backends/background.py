@@ -1,0 +1,240 @@
+"""Kernels compiled in the background: no step waits on Numba.
+
+A kernel that is neither compiled in this process nor in the disk cache for the
+arguments of its first call is sent to a worker process, which imports the same cached
+module, compiles the kernel for that signature (Numba writes the machine code into the
+cache) and updates the entry's digest manifest. Until the worker is done, the calls of
+that kernel run its region on the interpreter (the region's ops one by one, on numpy);
+the first call after it is done loads the machine code from the cache (milliseconds) and
+runs it. Results are those of the ops either way: the interpreter runs the same op
+implementations eager execution does.
+
+On by default where there is a disk cache to hand the code over (kernel_cache.py);
+`TRACEJIT_BACKGROUND_COMPILE=0` (or `tj.jit.background_compile(False)`) compiles at the
+first call instead, waiting for it. `wait()` (`tj.jit.wait_for_kernels()`) blocks until every kernel sent off is compiled (benchmarks time the compiled
+steps). While a compile has run for more than 2 s, one line on stderr says what is
+compiling and how many kernels are left, at most every 2 s
+(`TRACEJIT_PROGRESS=0` silences it).
+
+The worker is one process (the main process keeps the other core), started with this
+Python (`python -c`, so that the user's script is not imported again, as
+multiprocessing's spawn would) at the first compile sent off. Jobs and answers travel as
+pickles over its stdin and stdout, written and read by two threads. It is killed at exit with
+whatever it was compiling (Numba writes its files under temporary names and renames
+them, so a killed compile leaves no broken entry), and it ends by itself when its stdin
+closes.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..runtime.kernel_cache import cache_dir, load_module, record_compiled
+
+PROGRESS_AFTER = 2.0   # seconds a compile runs before the progress line
+_LOCK = threading.Lock()
+_JOBS: dict = {}       # (module name, kernel name, signature) -> Job
+_WORKER: list = []     # [(process, job queue, result queue)] once started
+_SHOWN = [0.0]         # when the last progress line was printed
+_SWITCH: list = [None]  # set_enabled's choice (None: the environment variable decides)
+
+
+class Job:
+    __slots__ = ("label", "started", "done", "error", "seconds")
+
+    def __init__(self, label: str):
+        self.label, self.started = label, time.monotonic()
+        self.done, self.error, self.seconds = False, None, 0.0
+
+
+def enabled() -> bool:
+    on = _SWITCH[0]
+    if on is None:
+        on = os.environ.get("TRACEJIT_BACKGROUND_COMPILE", "1") != "0"
+    return on and cache_dir() is not None
+
+
+def set_enabled(on: bool | None) -> None:
+    """Compile in the background (True), at first calls, waiting (False), or as
+    TRACEJIT_BACKGROUND_COMPILE says (None)."""
+    _SWITCH[0] = on
+
+
+def pending(module, kernel, args: list) -> bool:
+    """Whether this call of `kernel` (a Numba dispatcher of a cached kernel module) must
+    run without it: its compile for these arguments' types is under way in the worker,
+    or has just been sent there. False when the kernel can run now (compiled, in the
+    disk cache, or its compile is over: a failed one is repeated here by the call)."""
+    sig = tuple(kernel.typeof_pyval(a) for a in args)
+    if sig in kernel.overloads:
+        return False
+    key = (module.__name__, kernel.__name__, sig)
+    with _LOCK:
+        _collect()
+        job = _JOBS.get(key)
+        if job is None:
+            if _in_disk_cache(kernel, sig):
+                return False
+            job = _JOBS[key] = Job(f"{kernel.__name__} of {module.__name__}")
+            _send(key, module, kernel.__name__, sig)
+        if not job.done:
+            _progress()
+        return not job.done
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until every kernel sent to the worker is compiled (True), or `timeout`
+    seconds have passed (False)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with _LOCK:
+            _collect()
+            if all(job.done for job in _JOBS.values()):
+                return True
+            _progress()
+        if end is not None and time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+
+
+def status() -> dict:
+    """Kernels sent to the worker: how many, how many compiled, how many failed (those
+    compile at their next call instead), and the worker's seconds."""
+    with _LOCK:
+        _collect()
+        jobs = list(_JOBS.values())
+    return {"sent": len(jobs), "compiled": sum(j.done and not j.error for j in jobs),
+            "failed": sum(bool(j.error) for j in jobs),
+            "seconds": sum(j.seconds for j in jobs)}
+
+
+def _in_disk_cache(kernel, sig) -> bool:
+    """Whether Numba's index for `kernel` holds machine code for `sig` (a call loads it
+    in milliseconds); True when that cannot be told (the call then decides, as
+    without a worker)."""
+    try:
+        cache = kernel._cache
+        key = cache._index_key(sig, kernel.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 — Numba's internals moved: do not send it off
+        return True
+
+
+def _send(key, module, name: str, sig) -> None:
+    if not _WORKER:
+        _WORKER.append(_start())
+    with open(module.__file__, encoding="utf-8") as f:
+        _WORKER[0][2].put((key, f.read(), name, sig))  # the writer thread sends it
+
+
+def _start():
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, TRACEJIT_BACKGROUND_COMPILE="0",
+               PYTHONPATH=os.pathsep.join([root] + [p for p in os.environ.get(
+                   "PYTHONPATH", "").split(os.pathsep) if p]))
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from tracejit.backends.background import _serve; _serve()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    answers: queue.Queue = queue.Queue()
+    outbox: queue.Queue = queue.Queue()
+
+    def read() -> None:  # the worker's answers, as they come
+        while True:
+            answer = _read(process.stdout)
+            answers.put(answer)
+            if answer is None:
+                return
+
+    def write() -> None:  # jobs, without blocking the caller on a full pipe
+        while True:
+            job = outbox.get()
+            try:
+                _write(process.stdin, job)
+            except (OSError, ValueError):  # the worker is gone: `read` says so
+                return
+    for target in (read, write):
+        threading.Thread(target=target, daemon=True, name="tracejit-compiler").start()
+    atexit.register(process.kill)
+    return process, answers, outbox
+
+
+def _write(stream, obj) -> None:
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _read(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    return pickle.loads(stream.read(struct.unpack("<Q", head)[0]))  # noqa: S301 — ours
+
+
+def _collect() -> None:
+    """Take the worker's answers (with _LOCK held)."""
+    if not _WORKER:
+        return
+    answers = _WORKER[0][1]
+    while True:
+        try:
+            answer = answers.get_nowait()
+        except queue.Empty:
+            break
+        if answer is None:  # the worker is gone: what it had not done compiles at calls
+            for key, job in _JOBS.items():
+                if not job.done:
+                    _finish(key, "the compiler process is gone", 0.0)
+            break
+        _finish(*answer)
+
+
+def _finish(key, error, seconds: float) -> None:
+    job = _JOBS[key]
+    job.done, job.error, job.seconds = True, error, seconds
+
+
+def _progress() -> None:
+    """One line on stderr, at most every PROGRESS_AFTER seconds, while a compile has run
+    for longer than that (with _LOCK held)."""
+    if os.environ.get("TRACEJIT_PROGRESS") == "0":
+        return
+    now = time.monotonic()
+    left = [j for j in _JOBS.values() if not j.done]
+    if not left or now - _SHOWN[0] < PROGRESS_AFTER or \
+            now - min(j.started for j in left) < PROGRESS_AFTER:
+        return
+    _SHOWN[0] = now
+    print(f"[tracejit] compiling {len(left)} kernel{'s' * (len(left) != 1)} in the "
+          f"background ({left[0].label}); the program runs meanwhile, unfused "
+          f"(TRACEJIT_PROGRESS=0 silences this)", file=sys.stderr)
+
+
+# ---- the worker process ---------------------------------------------------------------
+
+def _serve() -> None:
+    """The worker: compile each kernel it is sent and say how it went."""
+    jobs, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # (anything printed must not mix with the answers)
+    while True:
+        job = _read(jobs)
+        if job is None:
+            return
+        key, source, name, sig = job
+        start = time.monotonic()
+        try:
+            module = load_module(source, "region")
+            getattr(module, name).compile(sig)
+            record_compiled(module)
+            error = None
+        except Exception as err:  # noqa: BLE001 — the main process compiles it instead
+            error = f"{type(err).__name__}: {err}"
+        _write(answers, (key, error, time.monotonic() - start))
