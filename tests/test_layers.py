@@ -45,6 +45,10 @@ def compare(jm, tm, inputs, *, reduce_out=lambda o: o, atol=1e-5, rtol=1e-5):
                                    err_msg=n)
 
 
+def probabilities(*shape):
+    return RNG.uniform(0.02, 0.98, shape).astype(np.float32)
+
+
 def _leaves(out):
     if isinstance(out, (tuple, list)):
         return [leaf for o in out for leaf in _leaves(o)]
@@ -73,6 +77,20 @@ LAYERS = [
     ("Tanh", lambda m: m.Tanh(), [data(3)]),
     ("Sigmoid", lambda m: m.Sigmoid(), [data(3)]),
     ("ReLU", lambda m: m.ReLU(), [data(3, 2)]),
+    ("LeakyReLU", lambda m: m.LeakyReLU(0.2), [data(3, 4)]),
+    ("SiLU", lambda m: m.SiLU(), [data(3, 4)]),
+    ("ReLU-inplace", lambda m: m.Sequential(m.Linear(4, 3), m.ReLU(inplace=True)),
+     [data(5, 4)]),
+    ("LeakyReLU-inplace", lambda m: m.Sequential(m.Linear(4, 3), m.LeakyReLU(inplace=True)),
+     [data(5, 4)]),
+    ("SiLU-inplace", lambda m: m.Sequential(m.Linear(4, 3), m.SiLU(inplace=True)),
+     [data(5, 4)]),
+    ("PixelShuffle", lambda m: m.PixelShuffle(2), [data(2, 8, 3, 3)]),
+    ("PixelUnshuffle", lambda m: m.PixelUnshuffle(3), [data(1, 2, 6, 3)]),
+    ("Dropout2d-eval", lambda m: m.Dropout2d(0.3).eval(), [data(2, 3, 4, 4)]),
+    ("sub-pixel-upsampler", lambda m: m.Sequential(m.Conv2d(3, 12, 3, padding=1),
+                                                   m.PixelShuffle(2), m.LeakyReLU(0.1)),
+     [data(2, 3, 4, 5)]),
     ("RNNCell", lambda m: m.RNNCell(4, 6), [data(3, 4), data(3, 6)]),
     ("RNNCell-relu", lambda m: m.RNNCell(4, 6, nonlinearity="relu"), [data(3, 4)]),
     ("GRUCell", lambda m: m.GRUCell(4, 6), [data(3, 4), data(3, 6)]),
@@ -229,6 +247,12 @@ LOSSES = [
     ("NLLLoss", lambda m: m.NLLLoss(), lambda: [data(5, 4), RNG.integers(0, 4, 5)]),
     ("NLLLoss-sum", lambda m: m.NLLLoss(reduction="sum"),
      lambda: [data(5, 4), RNG.integers(0, 4, 5)]),
+    ("BCELoss", lambda m: m.BCELoss(), lambda: [probabilities(4, 3), probabilities(4, 3)]),
+    ("BCELoss-sum", lambda m: m.BCELoss(reduction="sum"),
+     lambda: [probabilities(6), (RNG.random(6) > 0.5).astype(np.float32)]),
+    ("SmoothL1Loss", lambda m: m.SmoothL1Loss(), lambda: [data(4, 3), data(4, 3)]),
+    ("SmoothL1Loss-beta-none", lambda m: m.SmoothL1Loss(reduction="none", beta=0.5),
+     lambda: [data(4, 3), data(4, 3)]),
     ("BCEWithLogitsLoss", lambda m: m.BCEWithLogitsLoss(),
      lambda: [data(4, 3) * 5, (RNG.random((4, 3)) > 0.5).astype(np.float32)]),
     ("BCEWithLogitsLoss-none", lambda m: m.BCEWithLogitsLoss(reduction="none"),
@@ -249,6 +273,10 @@ def test_weighted_losses_match_pytorch():
     w = np.array([1.0, 2.0, 0.5, 3.0], np.float32)
     compare(nn.CrossEntropyLoss(weight=tj.tensor(w)), torch.nn.CrossEntropyLoss(
         weight=torch.tensor(w)), [data(5, 4), RNG.integers(0, 4, 5)])
+    bw = np.array([0.5, 2.0, 1.0], np.float32)
+    jm, tm = nn.BCELoss(weight=tj.tensor(bw)), torch.nn.BCELoss(weight=torch.tensor(bw))
+    assert list(jm.state_dict()) == list(tm.state_dict()) == ["weight"]
+    compare(jm, tm, [probabilities(4, 3), probabilities(4, 3)])
     pw = np.array([2.0, 0.5, 1.0], np.float32)
     compare(nn.BCEWithLogitsLoss(pos_weight=tj.tensor(pw)), torch.nn.BCEWithLogitsLoss(
         pos_weight=torch.tensor(pw)), [data(4, 3), RNG.random((4, 3)).astype(np.float32)])

@@ -24,16 +24,18 @@ try:
                                     argmin, bmm, broadcast_to, cat, chunk, clamp, clone, concat,
                                     cos, div, dot, eq, equal, erf, exp, expand, flatten, flip,
                                     floor, floor_divide, gather, ge, gt, index_select, isclose,
-                                    isfinite, isnan, le, log, log1p, log_softmax, logical_and,
-                                    logical_not, logical_or, logsumexp, lt, masked_fill, matmul,
-                                    max, maximum, mean, min, minimum, mm, mul, narrow, ne, neg,
-                                    nonzero, norm, outer, permute, pow, prod, relu, remainder,
-                                    repeat, reshape, rsqrt, sigmoid, sign, sin, softmax, split,
-                                    sqrt, square, squeeze, stack, std, sub, sum, t, tanh,
-                                    transpose, unbind, unsqueeze, var, where)
+                                    isfinite, isnan, le, lerp, log, log1p, log_softmax,
+                                    logical_and, logical_not, logical_or, logsumexp, lt,
+                                    masked_fill, matmul, max, maximum, mean, min, minimum, mm,
+                                    mul, narrow, ne, neg, nonzero, norm, outer, permute, pow,
+                                    prod, relu, remainder, repeat, reshape, roll, rsqrt, sigmoid,
+                                    sign, sin, softmax, split, sqrt, square, squeeze, stack, std,
+                                    sub, sum, t, tanh, transpose, tril, triu, unbind, unsqueeze,
+                                    var, where)
     from .tensor import functional as _functional
     globals().update({_n: getattr(_functional, _n) for _n in _functional.TABLE_FUNCTIONS})
-    from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+    from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                     is_inference_mode_enabled, no_grad, set_grad_enabled)
     from . import autograd, nn, optim  # noqa: E402
     from . import distributed, jit, onnx, utils  # noqa: E402
     from . import amp, cpu, profiler  # noqa: E402

@@ -8,7 +8,8 @@ import numpy as np
 from .engine import _root_edge, run_backward
 from .function import Function, FunctionCtx
 from .gradcheck import GradcheckError, gradcheck
-from .grad_mode import STATE, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (STATE, enable_grad, inference_mode, is_grad_enabled,
+                        is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .node import AccumulateGrad, Node
 
 
@@ -133,4 +134,5 @@ _make = None  # tracejit.tensor.tensor._make, bound by tracejit.tensor
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "GradcheckError",
            "detect_anomaly", "set_detect_anomaly", "no_grad", "enable_grad", "set_grad_enabled",
-           "is_grad_enabled", "Node", "AccumulateGrad"]
+           "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "Node",
+           "AccumulateGrad"]

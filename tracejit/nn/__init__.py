@@ -1,16 +1,18 @@
 """`tj.nn`: modules, parameters, layers and losses (PyTorch's names and semantics)."""
 from . import functional, init, parallel, utils
-from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCEWithLogitsLoss,
-                     Conv1d, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, GELU,
-                     LayerNorm, Linear, MaxPool2d, ModuleDict, ModuleList, MSELoss, NLLLoss,
-                     ReLU, Sequential, Sigmoid, Softmax, Tanh)
+from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
+                     BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Dropout2d,
+                     Embedding, Flatten, GELU, LayerNorm, LeakyReLU, Linear, MaxPool2d,
+                     ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle, PixelUnshuffle,
+                     ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
 __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2d", "Module",
-           "Parameter", "Linear", "ReLU", "Tanh",
-           "Sigmoid", "GELU", "Softmax", "Dropout", "Embedding", "LayerNorm", "Sequential",
-           "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss",
-           "BCEWithLogitsLoss", "RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell",
-           "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"]
+           "Parameter", "Linear", "ReLU", "LeakyReLU", "SiLU", "Tanh", "Sigmoid", "GELU",
+           "Softmax", "Dropout", "Dropout2d", "Embedding", "LayerNorm", "Sequential",
+           "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
+           "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
+           "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
+           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"]

@@ -2,15 +2,46 @@
 from __future__ import annotations
 
 import math
+import warnings
 
+from .. import dtypes as dt
 from ..autograd.composite import composite
+from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import functional as F
-from ..tensor.functional import log_softmax, relu, sigmoid, softmax, tanh
+from ..tensor.functional import log_softmax, sigmoid, softmax, tanh
 
-__all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "linear", "mse_loss",
-           "cross_entropy", "nll_loss", "dropout", "layer_norm", "embedding",
-           "binary_cross_entropy_with_logits", "pad", "batch_norm", "conv1d", "conv2d",
-           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+__all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_relu", "silu",
+           "linear", "mse_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
+           "smooth_l1_loss", "dropout", "dropout2d", "layer_norm", "embedding", "one_hot",
+           "normalize", "binary_cross_entropy_with_logits", "pad", "pixel_shuffle",
+           "pixel_unshuffle", "batch_norm", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
+           "adaptive_avg_pool2d"]
+
+
+def relu(input, inplace: bool = False):
+    """max(input, 0); `inplace` writes it into `input`."""
+    return input.relu_() if inplace else F.relu(input)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    """input where it is > 0, else input * negative_slope; `inplace` writes it into
+    `input` (its gradient then still reads the input as it was, for any slope)."""
+    if inplace:
+        return F.leaky_relu_(input, negative_slope)
+    return F.leaky_relu(input, negative_slope)
+
+
+@composite("SiluBackward0", "input")
+def _silu(input):
+    return input * sigmoid(input)
+
+
+def silu(input, inplace: bool = False):
+    """x * sigmoid(x) (swish); `inplace` writes it into `input`."""
+    F.require_floating("silu", input)
+    if inplace:  # computed from a copy, whose value the product's gradient reads
+        return F.copy_(input, _silu(F.clone(input) if input.requires_grad else input))
+    return _silu(input)
 
 
 @composite("GeluBackward0", "input")
@@ -32,6 +63,17 @@ def linear(input, weight, bias=None):
         return F.addmm(bias, input, wt)
     out = F.matmul(input, wt)
     return out if bias is None else out + bias
+
+
+def legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """PyTorch's deprecated `size_average`/`reduce` pair as a `reduction`."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction="
+                  "'mean', 'sum' or 'none' instead.", UserWarning, stacklevel=3)
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
 
 
 def _reduce(loss, reduction: str):
@@ -98,6 +140,56 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     return loss
 
 
+@composite("BinaryCrossEntropyBackward0", "input", "target", autocast="fp32")
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean"):
+    """-weight * (t log(x) + (1 - t) log(1 - x)) of probabilities x in [0, 1] and targets
+    t, each log clamped at -100 as PyTorch's is (a prediction of exactly 0 or 1 costs
+    100, and its gradient stays finite). `weight` broadcasts to the input.
+
+    >>> F.binary_cross_entropy(F.sigmoid(logits), labels)
+    """
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the "
+                         f"input size ({list(input.shape)}) is deprecated. Please ensure they "
+                         f"have the same size.")
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {target.dtype.name} but expected {input.dtype.name}")
+    if weight is not None and weight.requires_grad and is_grad_enabled():
+        raise RuntimeError("The function 'binary_cross_entropy' is not differentiable with "
+                           "respect to argument 'weight'. This input cannot have "
+                           "requires_grad True.")
+    if bool(F.any(F.logical_not((input >= 0) & (input <= 1)))):  # NaN is out of range too
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    loss = F.binary_cross_entropy(input, target)
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0):
+    """0.5 d² / beta where |d| < beta, else |d| - 0.5 beta, for d = input - target (the
+    Huber loss divided by beta); beta = 0 is the L1 loss."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the "
+                      f"input size ({list(input.shape)}). This will likely lead to incorrect "
+                      f"results due to broadcasting. Please ensure they have the same size.",
+                      UserWarning, stacklevel=2)
+    F.require_floating("smooth_l1_loss", input)
+    if beta == 0.0:  # as PyTorch: the L1 loss (no division by beta, even in a branch not taken)
+        return _reduce(F.abs(input - target), reduction)
+    return _smooth_l1(input, target, reduction, beta)
+
+
+@composite("SmoothL1LossBackward0", "input", "target", autocast="fp32")
+def _smooth_l1(input, target, reduction, beta):
+    z = F.abs(input - target)
+    return _reduce(F.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta), reduction)
+
+
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
 
@@ -113,6 +205,36 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
 
     keep = rand(*input.shape, dtype=input.dtype) >= p
     return input * keep * (1.0 / (1.0 - p))
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels (each input[n, c]) with probability p and scale the rest by
+    1/(1-p), while training. A 3-D input is read as [N, C, L], as PyTorch reads it."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is "
+                      "deprecated and will result in an error in a future release. To retain "
+                      "the behavior and silence this warning, please use dropout instead.",
+                      UserWarning, stacklevel=2)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
+                      "channel-wise 1D dropout behavior is desired - input is interpreted as "
+                      "shape (N, C, L), where C is the channel dim.", UserWarning, stacklevel=2)
+    if input.ndim < 2:
+        raise RuntimeError(f"Feature dropout requires at least 2 dimensions in the input, got "
+                           f"{input.ndim}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        from ..tensor.creation import rand
+
+        mask = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+        keep = rand(*mask, dtype=input.dtype, device=input.device) >= p
+        out = input * keep * (1.0 / (1.0 - p))
+    return F.copy_(input, out) if inplace else out
 
 
 @composite("NativeLayerNormBackward0", "input", "weight", "bias",
@@ -214,6 +336,45 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     return _reduce(loss, reduction)
 
 
+def one_hot(tensor, num_classes: int = -1):
+    """int64 [*, num_classes] with a 1 at each index of the int64 `tensor` and 0 elsewhere
+    (num_classes=-1: the largest index + 1, read from the tensor).
+
+    >>> F.one_hot(tj.tensor([0, 2]), 3)   # tensor([[1, 0, 0], [0, 0, 1]])
+    """
+    from ..tensor.creation import arange
+
+    if tensor.dtype is not dt.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if tensor.numel() == 0:
+        if num_classes <= 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    else:
+        if bool(F.any(tensor < 0)):
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes == -1:
+            num_classes = int(F.amax(tensor)) + 1
+        elif bool(F.any(tensor >= num_classes)):
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return F.cast(F.unsqueeze(tensor, -1) == arange(num_classes, device=tensor.device),
+                  dt.int64)
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
+    """input / max(||input||_p, eps) along `dim`: unit vectors, a zero vector staying zero.
+
+    >>> F.normalize(tj.tensor([[3.0, 4.0]]))   # tensor([[0.6, 0.8]])
+    """
+    if not input.is_floating_point():
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
+                           f"as input. Got {input.dtype.name}")
+    if p == 2:  # clamped before the square root, so a zero vector has a finite gradient
+        norm = F.sqrt(F.clamp(F.sum(input * input, dim, keepdim=True), min=eps * eps))
+    else:
+        norm = F.clamp(F.norm(input, p, dim, keepdim=True), min=eps)
+    return input / norm
+
+
 def pad(input, pad: tuple, value: float = 0.0):
     """Constant padding of the last dims: pad = (left_last, right_last, left_prev, ...)."""
     from ..tensor.creation import full
@@ -234,6 +395,48 @@ def pad(input, pad: tuple, value: float = 0.0):
             parts.append(full(tuple(shape), value, dtype=out.dtype))
         out = F.cat(parts, dim) if len(parts) > 1 else out
     return out
+
+
+def _pixel_check(name: str, input, factor: int, what: str) -> None:
+    if input.ndim < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input "
+                           f"with {input.ndim} dimension(s)")
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
+
+
+@composite("PixelShuffleBackward0", "input")
+def pixel_shuffle(input, upscale_factor: int):
+    """[*, C r², H, W] -> [*, C, H r, W r]: each r² channels of a pixel become an r x r
+    block of pixels (sub-pixel upsampling), r = upscale_factor."""
+    r = upscale_factor
+    _pixel_check("pixel_shuffle", input, r, "upscale_factor")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    n = len(batch)
+    x = F.reshape(input, (*batch, c // (r * r), r, r, h, w))
+    x = F.permute(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))  # [*, C, H, r, W, r]
+    return F.reshape(x, (*batch, c // (r * r), h * r, w * r))
+
+
+@composite("PixelUnshuffleBackward0", "input")
+def pixel_unshuffle(input, downscale_factor: int):
+    """[*, C, H r, W r] -> [*, C r², H, W], pixel_shuffle's inverse (r = downscale_factor)."""
+    r = downscale_factor
+    _pixel_check("pixel_unshuffle", input, r, "downscale_factor")
+    *batch, c, h, w = input.shape
+    for what, size, d in (("height", h, -2), ("width", w, -1)):
+        if size % r:
+            raise RuntimeError(f"pixel_unshuffle expects {what} to be divisible by "
+                               f"downscale_factor, but input.size({d})={size} is not divisible "
+                               f"by {r}")
+    n = len(batch)
+    x = F.reshape(input, (*batch, c, h // r, r, w // r, r))
+    x = F.permute(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))  # [*, C, r, r, H, W]
+    return F.reshape(x, (*batch, c * r * r, h // r, w // r))
 
 
 # ---- convolution and pooling (windows from F.unfold2d, then matmul or a reduction) ------

@@ -62,6 +62,10 @@ def _relu(x, out=None):
     return np.maximum(x, 0, out=out)
 
 
+def _leaky_relu(x, negative_slope=0.01, out=None):
+    return np.where(x > 0, x, x * negative_slope)
+
+
 def _rsqrt(x, out=None):
     r = np.sqrt(x, out=out)
     return np.divide(1, r, out=r)
@@ -163,6 +167,10 @@ _unary("sigmoid", _sigmoid, 0.5 * call("tanh", 0.5 * X) + 0.5,
        lambda g, out, x: (F.sigmoid_backward(g, out),), save_out=True, meta_inputs=False)
 _unary("relu", _relu, call("max", X, 0), lambda g, out, x: (F.threshold_backward(g, out),),
        rule=PROMOTE, save_out=True, meta_inputs=False)
+_unary("leaky_relu", _leaky_relu,
+       lambda negative_slope=0.01: select(X > 0, X, X * negative_slope),
+       lambda g, out, x, negative_slope=0.01: (F.where(x > 0, g, g * negative_slope),),
+       rule=PROMOTE)
 _unary("erf", _erf, call("erf", X),
        lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
 def _sign(x):
@@ -218,6 +226,7 @@ for _name, _impl in (("trunc", _rounding(np.trunc)), ("ceil", _rounding(np.ceil)
                      ("round", _rounding(np.rint))):
     _unary(_name, _impl, call(_name, X), lambda g, out, x: (g * 0,), rule=PROMOTE, saves=(),
            meta_inputs=False, discontinuous=True, api=API)
+_unary("isinf", np.isinf, call("isinf", X), rule=COMPARE, saves=(), api=API[:2])
 _unary("signbit", np.signbit, call("copysign", 1.0, X) < 0, rule=COMPARE, saves=(),
        api=API[:2])
 _binary("copysign", np.copysign, call("copysign", X, Y),
@@ -284,6 +293,25 @@ for _name, _ufunc in (("logical_and", np.logical_and), ("logical_or", np.logical
                       ("logical_xor", np.logical_xor)):
     _binary(_name, _ufunc, call(_name[len("logical_"):], X, Y), rule=LOGICAL, saves=())
 
+
+def _binary_cross_entropy(x, t, out=None):
+    """PyTorch's elementwise loss: each log clamped at -100, so that 0 and 1 give finite
+    losses."""
+    return (t - 1) * np.maximum(np.log1p(-x), -100) - t * np.maximum(np.log(x), -100)
+
+
+def _binary_cross_entropy_vjp(g, out, x, t):
+    """PyTorch's gradients: for the input (x - t) / max(x (1 - x), 1e-12), finite where a
+    log is clamped (a saturated sigmoid gives 0 or 1); for the target -logit(x)."""
+    gx = g * (x - t) / F.clamp((1 - x) * x, min=1e-12) if needs_grad(x) else None
+    gt = g * (F.log1p(-x) - F.log(x)) if needs_grad(t) else None
+    return gx, gt
+
+
+_binary("binary_cross_entropy", _binary_cross_entropy,
+        (Y - 1) * call("max", call("log1p", -X), -100) - Y * call("max", call("log", X), -100),
+        _binary_cross_entropy_vjp, rule=FLOAT)
+
 # Gradients of activations as single primitives (as PyTorch's tanh_backward etc.): one
 # dispatch in eager backward instead of three, and one fused expression for codegen.
 _binary("tanh_backward", lambda g, y: g * (1 - y * y), X * (1 - Y * Y),
@@ -297,6 +325,20 @@ _binary("threshold_backward", lambda g, y: np.where(y > 0, g, np.zeros((), g.dty
         lambda gg, out, g, y: (F.threshold_backward(gg, y), None), rule=PROMOTE,
         discontinuous=True)
 
+
+# ---- of three operands -------------------------------------------------------------------
+def _lerp(x, y, w, out=None):
+    """PyTorch's two forms: from the nearer end, for accuracy near either weight."""
+    return np.where(np.abs(w) < 0.5, x + w * (y - x), y - (y - x) * (1 - w))
+
+
+register("lerp", ELEMENTWISE, _rounded_once(_lerp), infer_elementwise("lerp", PROMOTE),
+         lambda g, out, x, y, w: (g * (1 - w) if needs_grad(x) else None,
+                                  g * w if needs_grad(y) else None,
+                                  g * (y - x) if needs_grad(w) else None),
+         saves=(0, 1, 2), save_when={0: (2,), 1: (2,), 2: (0, 1)},
+         expr=select(call("abs", Z) < 0.5, X + Z * (Y - X), Y - (Y - X) * (1 - Z)),
+         dtype_rule=PROMOTE, arity=3, scalar_edges=False)
 register("where", ELEMENTWISE, _where, _infer_where,
          lambda g, out, c, a, b: (None, F.where(c, g, 0) if needs_grad(a) else None,
                                   F.where(c, 0, g) if needs_grad(b) else None),

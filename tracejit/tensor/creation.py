@@ -228,6 +228,52 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
                 requires_grad=requires_grad)
 
 
+# ---- Tensor.new_*: the tensor's dtype and device unless given ----------------------------
+def _new(self, make, size, dtype, device, requires_grad, *fill) -> Tensor:
+    return make(_shape_arg(size), *fill, dtype=dtype or self.dtype,
+                device=self.device.type if device is None else device,
+                requires_grad=requires_grad)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None,
+             requires_grad=False) -> Tensor:
+    """A tensor of `size` filled with `fill_value`, of this tensor's dtype and device.
+
+    >>> tj.tensor([1, 2]).new_full((2, 2), 7)   # int64
+    """
+    return _new(self, full, (size,), dtype, device, requires_grad, fill_value)
+
+
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _new(self, zeros, size, dtype, device, requires_grad)
+
+
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _new(self, ones, size, dtype, device, requires_grad)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _new(self, empty, size, dtype, device, requires_grad)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A copy of `data` (without history), of this tensor's dtype and device unless given."""
+    if isinstance(data, Tensor):
+        import warnings
+
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or "
+                      "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                      "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
+    return tensor(data, dtype=dtype or self.dtype,
+                  device=self.device.type if device is None else device,
+                  requires_grad=requires_grad)
+
+
+for _fn in (new_full, new_zeros, new_ones, new_empty, new_tensor):
+    setattr(Tensor, _fn.__name__, _fn)
+
+
 def manual_seed(seed: int):
     """Seed tracejit's random generator (rand, randn, randint, dropout, init)."""
     return GENERATOR.manual_seed(seed)

@@ -126,6 +126,49 @@ def clamp(input, min=None, max=None):
     return apply(OPS.clamp, input, min=min, max=max)
 
 
+def require_floating(name: str, input) -> None:
+    """The error PyTorch gives an op that has no kernel for integers and bools."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f"{name}: not implemented for {input.dtype.name} tensors; "
+                                  f"convert the input to a floating-point dtype first")
+
+
+def _lerp_operands(name: str, input, end, weight) -> tuple:
+    """end and weight, checked as PyTorch checks them: of input's dtype (a 0-d weight
+    may differ, as a number)."""
+    require_floating(name, input)
+    for what, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not input.dtype and (what == "end" or t.ndim):
+            raise RuntimeError(f"expected dtype {input.dtype.name} for `{what}` but got dtype "
+                               f"{t.dtype.name}")
+    return _operand(end), _operand(weight)
+
+
+def lerp(input, end, weight):
+    """input + weight * (end - input), elementwise; `weight` a number or a tensor, all
+    three broadcast.
+
+    >>> tj.lerp(tj.zeros(3), tj.ones(3), 0.25)   # tensor([0.25, 0.25, 0.25])
+    """
+    out = apply(OPS.lerp, input, *_lerp_operands("lerp", input, end, weight))
+    return _node.rename(out, OPS.lerp, "LerpBackward1") if isinstance(weight, Tensor) else out
+
+
+def lerp_(self, end, weight):
+    return apply_inplace(OPS.lerp, self, *_lerp_operands("lerp_", self, end, weight))
+
+
+def leaky_relu(input, negative_slope: float = 0.01):
+    """input where it is > 0, else input * negative_slope (nn.functional.leaky_relu)."""
+    require_floating("leaky_relu", input)
+    return apply(OPS.leaky_relu, input, negative_slope=negative_slope)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):
+    require_floating("leaky_relu_", input)
+    return apply_inplace(OPS.leaky_relu, input, negative_slope=negative_slope)
+
+
 def _unary(op):
     def fn(input):
         return _unary_fast(op, input)
@@ -169,6 +212,7 @@ def _binary(op):
 
 
 tanh_backward = _binary(OPS.tanh_backward)
+binary_cross_entropy = _binary(OPS.binary_cross_entropy)  # elementwise, unreduced
 sigmoid_backward = _binary(OPS.sigmoid_backward)
 threshold_backward = _binary(OPS.threshold_backward)
 lt, le, gt, ge, eq, ne = (_binary(OPS[n]) for n in ("lt", "le", "gt", "ge", "eq", "ne"))
@@ -396,6 +440,10 @@ def view(input, *shape):
     return reshape(input, *shape)
 
 
+def view_as(input, other):
+    return view(input, *other.shape)
+
+
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
         return reshape(input, 1)
@@ -593,6 +641,75 @@ def flip(input, dims):
     dims = normalize_dims(dims, input.ndim, "flip") or ()
     return getitem_raw(input, tuple(slice(None, None, -1) if i in dims else slice(None)
                                     for i in range(input.ndim)), ())
+
+
+def _triangle(name: str, input, diagonal: int, lower: bool):
+    """input with the elements above (lower) or below (upper) the `diagonal`-th diagonal of
+    its last two dimensions set to zero."""
+    from .creation import arange
+
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    rows, cols = (arange(n, device=input.device) for n in input.shape[-2:])
+    offset = cols - unsqueeze(rows, 1)  # which diagonal each element is on
+    keep = offset <= diagonal if lower else offset >= diagonal
+    return where(keep, input, False if input.dtype is dt.bool_ else 0)
+
+
+@composite("TrilBackward0", "input")
+def tril(input, diagonal: int = 0):
+    """The lower triangle of the last two dimensions (on and below the `diagonal`-th
+    diagonal), the rest zero.
+
+    >>> tj.tril(tj.ones(3, 3))      # causal attention masks
+    """
+    return _triangle("tril", input, diagonal, lower=True)
+
+
+@composite("TriuBackward0", "input")
+def triu(input, diagonal: int = 0):
+    """The upper triangle of the last two dimensions (on and above the `diagonal`-th
+    diagonal), the rest zero."""
+    return _triangle("triu", input, diagonal, lower=False)
+
+
+def tril_(self, diagonal: int = 0):
+    return copy_(self, tril(self, diagonal))
+
+
+def triu_(self, diagonal: int = 0):
+    return copy_(self, triu(self, diagonal))
+
+
+@composite("RollBackward0", "input")
+def roll(input, shifts, dims=None):
+    """Shift elements along `dims` by `shifts`, those pushed past the end coming back at
+    the start; without dims, over the flattened tensor (its shape kept).
+
+    >>> tj.roll(tj.arange(5), 2)    # tensor([3, 4, 0, 1, 2])
+    """
+    shifts = (shifts,) if isinstance(shifts, (int, SymInt)) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                               f"dims:0")
+        return reshape(roll(flatten(input), shifts, 0), tuple(input.shape))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                           f"dims:{len(dims)}")
+    if input.ndim == 0:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
+    out = input
+    for shift, dim in zip(shifts, dims):
+        d = normalize_dim(dim, input.ndim, "roll")
+        n = input.shape[d]
+        shift = shift % n if n else 0
+        if shift:
+            out = cat([narrow(out, d, n - shift, shift), narrow(out, d, 0, n - shift)], d)
+    return clone(out) if out is input else out
 
 
 # ---- matmul --------------------------------------------------------------------------------
@@ -871,7 +988,7 @@ def _install_methods():
                  "transpose t unsqueeze squeeze expand expand_as broadcast_to sum_to_size repeat "
                  "narrow split chunk unbind contiguous flip matmul mm bmm dot outer gather "
                  "index_select masked_fill nonzero to cuda cpu add_ sub_ zero_ fill_ copy_ "
-                 "clamp_").split():
+                 "clamp_ lerp lerp_ view_as tril triu tril_ triu_ roll").split():
         setattr(T, name, globals()[name])
     T.clip, T.clip_, T.absolute, T.multiply, T.divide, T.true_divide, T.subtract = (
         clamp, clamp_, abs, mul, div, div, sub)
@@ -885,10 +1002,6 @@ def _install_methods():
     T.long = lambda self: cast(self, dt.int64)
     T.int = lambda self: cast(self, dt.int32)
     T.bool = lambda self: cast(self, dt.bool_)
-    T.new_zeros = lambda self, *size, dtype=None: _make(np.zeros(_shape_arg(size), (
-        dt.as_dtype(dtype) if dtype else self.dtype).np))
-    T.new_ones = lambda self, *size, dtype=None: _make(np.ones(_shape_arg(size), (
-        dt.as_dtype(dtype) if dtype else self.dtype).np))
     for name in ("mul div neg exp log sqrt tanh sigmoid relu pow abs floor sin cos "
                  "log1p rsqrt sign").split():
         setattr(T, name + "_", _inplace(OPS[name]))
