@@ -405,3 +405,30 @@ def fills_its_own_list_through_a_helper(x):
 
 def test_a_helper_appending_to_a_list_its_caller_made_is_kept():
     agree(fills_its_own_list_through_a_helper, Call(rg(tj.randn(3))), Call(rg(tj.randn(5))))
+
+
+# ---- what script mode refuses: the error's last frame is the user's line -----------------------
+def _refused_try(x):
+    try:  # refused: the marker line
+        y = x * 2
+    except ValueError:
+        y = x
+    return y
+
+
+def _calls_refused(x):
+    return _refused_try(x) + 1
+
+
+@pytest.mark.parametrize("fn", [_refused_try, _calls_refused])
+def test_a_script_error_ends_at_the_refused_line_without_the_compilers_frames(fn):
+    """At `tj.script` (the entry) or at the first call (a helper the scripted function
+    calls), the ScriptError is raised from the construct's line, with none of the
+    frames of the ast walk it was found in, and nothing chained to it."""
+    with pytest.raises(tj.jit.ScriptError) as err:
+        tj.script(fn)(tj.ones(3))
+    where = (__file__, line_of(_refused_try, "refused: the marker line"))
+    frames = traceback.extract_tb(err.value.__traceback__)
+    assert (frames[-1].filename, frames[-1].lineno) == where
+    assert not any(f.filename.endswith("ast.py") or f.name.startswith("visit") for f in frames)
+    assert err.value.__suppress_context__ and f"{where[0]}:{where[1]}" in str(err.value)

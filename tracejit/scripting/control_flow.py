@@ -29,6 +29,21 @@ class ScriptError(RuntimeError):
     """What script mode cannot compile: names the construct, the file and the line."""
 
 
+def raise_from_line(exc: BaseException, where: str, function: str) -> None:
+    """Raise `exc` from a frame on the line `where` ("file:line") names, as `function`:
+    the user's line is the traceback's last frame (not the compiler's or the runtime's),
+    and neither the frames it was first raised through nor an exception being handled
+    are printed with it. Raises `exc` as it is when `where` names no line."""
+    exc = exc.with_traceback(None)
+    exc.__suppress_context__ = True
+    file, _, line = where.rpartition(":")
+    if not line.isdigit() or int(line) < 1:
+        raise exc
+    code = compile("\n" * (int(line) - 1) + "raise __tj_exc", file, "exec")
+    code = code.replace(co_name=function, co_qualname=function)
+    exec(code, {"__tj_exc": exc})  # noqa: S102 — one raise statement of ours
+
+
 class DryPathAbort(Exception):
     """Raised inside a path recorded but not taken when the recording gives up: the rest
     of that path must not run (it would run for real, with its effects)."""

@@ -18,7 +18,7 @@ import inspect
 import textwrap
 import types
 
-from .control_flow import ScriptError
+from .control_flow import ScriptError, raise_from_line
 
 RUNTIME = "__tj__"   # the name converted code calls the helpers by
 _PREFIX = "__tj_"    # generated names (flags, branch and body functions)
@@ -697,7 +697,15 @@ def check(fn) -> None:
 def convert(fn, entry: bool = False):
     """The converted twin of the Python function `fn` (same globals, closure cells,
     defaults); its source is `fn.__tj_source__`. `entry`: fn is the scripted function
-    (or forward) itself, whose arguments come from outside the scripted code."""
+    (or forward) itself, whose arguments come from outside the scripted code. A
+    ScriptError is raised from the user's line it names."""
+    try:
+        return _convert(fn, entry)
+    except ScriptError as err:
+        raise_from_line(err, str(err).partition(": ")[0], getattr(fn, "__name__", "?"))
+
+
+def _convert(fn, entry: bool):
     from . import runtime
 
     fdef, filename = source_of(fn)

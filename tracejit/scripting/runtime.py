@@ -20,6 +20,7 @@ from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
 from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_range, if_,
+                           raise_from_line,
                            while_)
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
@@ -162,13 +163,7 @@ def raise_at(exc: BaseException, where: str, function: str = "<script>"):
     """Raise a copy of `exc` whose message starts with the user's file:line, from a frame
     on that line of that file: a scripted function's `raise`/`assert` then reads as
     eager's, the user's line the last frame of the traceback (not the runtime's)."""
-    exc = _located(exc, where)
-    file, _, line = where.rpartition(":")
-    if not line.isdigit() or int(line) < 1:
-        raise exc
-    code = compile("\n" * (int(line) - 1) + "raise __tj_exc", file, "exec")
-    code = code.replace(co_name=function, co_qualname=function)
-    exec(code, {"__tj_exc": exc})  # noqa: S102 — one raise statement of ours
+    raise_from_line(_located(exc, where), where, function)
 
 
 def _located(exc: BaseException, where: str) -> BaseException:
