@@ -27,6 +27,22 @@ def test_channels_print_what_they_name(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_each_pass_is_labelled_by_its_own_name_and_unchanged_graphs_are_not_reprinted(
+        monkeypatch, capsys):
+    monkeypatch.setenv("TRACEJIT_LOG", "passes")
+    t = tj.trace(lambda x: ((x * 2).relu().mean(), x.sum()), (tj.ones(4, 3),))
+    blocks = capsys.readouterr().err.split("[tracejit:passes] after ")[1:]
+    names = [b.split(" ", 1)[0] for b in blocks]
+    assert names == ["dce", "cse", "fold_constants", "simplify", "hoist_invariants", "dce",
+                     "fuse"]
+    for name, block in zip(names, blocks):
+        header = block.split("\n")[1] if "\n" in block.strip() else ""
+        assert ": no change" in block.split("\n")[0] or f"[after: {name} " in header
+    assert "hoist_invariants (" in blocks[4] and ": no change" in blocks[4]
+    # a fusion note names the dimensions a reduction covers, in words
+    assert "mean reduces over every dimension, not only the last one" in t.explain()
+
+
 @pytest.mark.compile
 def test_the_compile_channel_names_each_kernel_and_whether_the_cache_had_it(
         monkeypatch, capsys, tmp_path):

@@ -36,13 +36,13 @@ class PassManager:
         log = enabled("passes")
         for p in self.passes:
             t0 = time.perf_counter()
-            graph = p(graph)
+            before, graph = graph, p(graph)
             seconds = time.perf_counter() - t0
             if self.verify:
                 verify_graph(graph)
-            if log:
-                print(f"[tracejit:passes] after {p.__name__} ({seconds * 1e3:.2f} ms)\n{graph}",
-                      file=sys.stderr)
+            if log:  # (a pass that changed nothing returns its input: not printed again)
+                print(f"[tracejit:passes] after {p.__name__} ({seconds * 1e3:.2f} ms)" +
+                      (": no change" if graph is before else f"\n{graph}"), file=sys.stderr)
             stages.append((p.__name__, graph, seconds))
         return stages
 

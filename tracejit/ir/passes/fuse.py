@@ -140,7 +140,10 @@ def _why_not(node) -> str:
     if node.op == "guard":
         return "a guard reads a value in the middle"
     if node.op in OPS and OPS[node.op].kind == REDUCE and "dim" in node.attrs:
-        return f"{node.op} reduces over {node.attrs.get('dim')}, not only the last dimension"
+        dim = node.attrs.get("dim")
+        over = "every dimension" if dim is None else f"dimensions {dim}" if isinstance(
+            dim, (tuple, list)) else f"dimension {dim}"
+        return f"{node.op} reduces over {over}, not only the last one"
     if node.op in OPS:
         op = OPS[node.op]
         if op.kind == ELEMENTWISE:
