@@ -25,6 +25,9 @@ def agree(fn, *calls: Call, compiles: int = 1, scripted=None, create_graph=False
         assert diff is None, f"{call.args}: {diff}"
     assert sf.stats["compiles"] == compiles, sf.explain()
     assert sf.stats["eager_fallbacks"] == 0, sf.explain()
+    # one program, no guard on what it branches over: the first call records, no guard
+    # fails (a second graph follows a guard that did)
+    assert sf.stats["guard_failures"] == compiles - 1, sf.explain()
     return sf
 
 

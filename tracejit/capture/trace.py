@@ -268,7 +268,8 @@ class TracedFunction:
                 self.stats["cache_hits"] += 1
                 self._last = tr
                 return out
-        self.stats["guard_failures"] += 1
+        if self.traces:  # (a scripted function's first call records: no guard failed)
+            self.stats["guard_failures"] += 1
         if miss is None and self.traces:
             tr = self.traces[0]
             if tr.in_spec != spec:
