@@ -6,8 +6,6 @@
 """
 from __future__ import annotations
 
-import warnings as _warnings
-
 from . import _startup
 
 _startup.pause_collector()  # see _startup.py: the collector and the imports
@@ -50,13 +48,6 @@ float, double, half, long = float32, float64, float16, int64
 
 clip = clamp
 multiply, divide, subtract, true_divide, absolute = mul, div, sub, div, abs
-
-# numpy's floating-point warnings from inside tracejit's own kernels (log(0) = -inf,
-# 0/0 = nan) are results, as in PyTorch, not problems to report
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.|$)",
-                         message=r"(divide by zero|invalid value|overflow|underflow) "
-                                 r"encountered")
-
 
 from .runtime import memory as _memory  # noqa: E402
 
