@@ -6,104 +6,30 @@
 """
 from __future__ import annotations
 
-import warnings as _warnings
-
 from . import _startup
 
-_startup.pause_collector()  # see _startup.py: the collector and the imports
-try:
-    from . import ops  # noqa: F401  (registers the op table first)
-    from . import dtypes as _dtypes
-    from . import cuda  # noqa: F401  (tj.cuda; Numba's CUDA target is imported on first use)
-    from .dtypes import dtype
-    from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye,
-                         from_numpy, full, full_like, initial_seed, linspace, manual_seed, ones,
-                         ones_like, rand, rand_like, randint, randn, randn_like, randperm,
-                         tensor, zeros, zeros_like)
-    from .tensor.functional import (abs, add, addmm, all, allclose, amax, amin, any, argmax,
-                                    argmin, bmm, broadcast_to, cat, chunk, clamp, clone, concat,
-                                    cos, div, dot, eq, equal, erf, exp, expand, flatten, flip,
-                                    floor, floor_divide, gather, ge, gt, index_select, isclose,
-                                    isfinite, isnan, le, lerp, log, log1p, log_softmax,
-                                    logical_and, logical_not, logical_or, logsumexp, lt,
-                                    masked_fill, matmul, max, maximum, mean, min, minimum, mm,
-                                    mul, narrow, ne, neg, nonzero, norm, outer, permute, pow,
-                                    prod, relu, remainder, repeat, reshape, roll, rsqrt, sigmoid,
-                                    sign, sin, softmax, split, sqrt, square, squeeze, stack, std,
-                                    sub, sum, t, tanh, transpose, tril, triu, unbind, unsqueeze,
-                                    var, where)
-    from .tensor import functional as _functional
-    globals().update({_n: getattr(_functional, _n) for _n in _functional.TABLE_FUNCTIONS})
-    from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
-                                     is_inference_mode_enabled, no_grad, set_grad_enabled)
-    from . import autograd, nn, optim  # noqa: E402
-    from . import distributed, jit, onnx, utils  # noqa: E402
-    from . import amp, cpu, profiler  # noqa: E402
-    from .amp import autocast  # noqa: E402
-    from .serialization import load, save  # noqa: E402
-    from .jit import trace  # noqa: E402
-finally:
-    _startup.resume_collector()
-
-bool = _dtypes.bool_
-float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
-int32, int64 = _dtypes.int32, _dtypes.int64
-float, double, half, long = float32, float64, float16, int64
-
-clip = clamp
-multiply, divide, subtract, true_divide, absolute = mul, div, sub, div, abs
-
-# numpy's floating-point warnings from inside tracejit's own kernels (log(0) = -inf,
-# 0/0 = nan) are results, as in PyTorch, not problems to report
-_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tracejit(\.|$)",
-                         message=r"(divide by zero|invalid value|overflow|underflow) "
-                                 r"encountered")
-
-
-from .runtime import memory as _memory  # noqa: E402
-
-_memory.install_at_import()  # only when asked to: see runtime/memory.py
-
-
-def memory_allocated(device=None) -> int:  # noqa: F811 (PyTorch's parameter name)
-    """Bytes held now by CPU tensor storage (numpy array data made since statistics were
-    first asked for; see tracejit/runtime/memory.py for what is counted)."""
-    return _memory.allocated()
-
-
-def max_memory_allocated(device=None) -> int:  # noqa: F811
-    """The peak of `memory_allocated()` since import or `reset_peak_memory_stats()`."""
-    return _memory.peak()
-
-
-def reset_peak_memory_stats(device=None) -> None:  # noqa: F811
-    _memory.reset_peak()
-
-
-def __getattr__(name):
-    if name == "bfloat16":  # made on first use (importing ml_dtypes is slow)
-        return _dtypes.bfloat16_dtype()
-    if name in ("script", "cond", "while_loop"):  # script mode: imported on first use
-        from . import scripting
-
-        value = globals()[name] = getattr(scripting, name)
-        return value
-    raise AttributeError(f"module 'tracejit' has no attribute {name!r}")
-
-
-def dtype_from_name(name: str) -> dtype:
-    """`'f32'`, `'float32'`, `'int64'`, ... -> the dtype."""
-    return _dtypes.as_dtype(name)
-
-
-def is_tensor(obj) -> bool:
-    return isinstance(obj, Tensor)
-
-
-def numel(input: Tensor) -> int:
-    return input.numel()
-
-
-from .ops.creation import _Generator as Generator  # noqa: E402
-
 __version__ = "0.1.0"
+
+
+def _import_names() -> None:
+    """Import the package's names (defined in _api.py) into it."""
+    from . import _api
+
+    globals().update({name: value for name, value in vars(_api).items()
+                      if not name.startswith("__") or name == "__getattr__"})
+
+
+if _startup.command_line_starting():
+    def __getattr__(name: str):
+        """The first name a command asks for imports them all (cli.py asks at once for
+        every command; `--help` and `--version` ask for none)."""
+        if name.startswith("_"):  # the import system asks for "_api" before importing it
+            raise AttributeError(f"module 'tracejit' has no attribute {name!r}")
+        _import_names()
+        if name in globals():
+            return globals()[name]
+        from . import _api
+
+        return _api.__getattr__(name)
+else:
+    _import_names()

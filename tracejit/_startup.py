@@ -17,11 +17,16 @@ collection 20-28 ms). The price, which is why it is not the default: a reference
 among objects alive at that moment (the caller's too) that becomes garbage later is never
 collected. The command line (`python -m tracejit ...`) and the benchmarks call it;
 `TRACEJIT_GC_FREEZE=1` makes the import call it.
+
+`python -m tracejit` imports the package before the command line runs; there the
+package's names wait for a command that needs them (`command_line_starting`), so that
+`--help` answers in the time Python takes to start, without numpy.
 """
 from __future__ import annotations
 
 import gc
 import os
+import sys
 
 _PAUSED = [False]
 
@@ -45,3 +50,12 @@ def freeze_imports() -> None:
     collector the program disabled is left alone. `gc.unfreeze()` undoes it."""
     if gc.isenabled():
         gc.freeze()
+
+
+def command_line_starting() -> bool:
+    """Is this the import that `python -m tracejit ...` makes to find the package's
+    __main__? (While -m looks for its module, sys.argv[0] is "-m".)"""
+    if getattr(sys, "argv", [])[:1] != ["-m"]:
+        return False
+    argv = sys.orig_argv
+    return "-m" in argv and argv[argv.index("-m") + 1:][:1] == ["tracejit"]

@@ -8,6 +8,11 @@ import sys
 from pathlib import Path
 
 
+class InputError(Exception):
+    """What a command was given is wrong (a file, a name, an --input): said in one line
+    on stderr, exit status 2; `--debug` shows the traceback."""
+
+
 def _bench_names(root: Path) -> list:
     """The benchmarks a bare `bench` runs: every script in benchmarks/ but the helpers
     and gpu_check (it needs a GPU: it runs by name, or as a script)."""
@@ -17,9 +22,8 @@ def _bench_names(root: Path) -> list:
 def _bench(args) -> int:
     root = Path(__file__).resolve().parents[1] / "benchmarks"
     if not root.is_dir():
-        print(f"benchmarks/ not found next to the package ({root}); run from a source checkout",
-              file=sys.stderr)
-        return 2
+        raise InputError(f"bench: benchmarks/ not found next to the package ({root}); run "
+                         "from a source checkout")
     models = root / "models" / "run.py"
     if args.list:
         for name in sorted(_bench_names(root) + ["gpu_check"]):
@@ -38,8 +42,8 @@ def _bench(args) -> int:
     for name in names:
         path = models if name == "models" else root / f"{name}.py"
         if not path.exists():
-            print(f"no benchmark named {name!r} in {root}", file=sys.stderr)
-            return 2
+            raise InputError(f"bench: no benchmark named {name!r} in {root} (`bench --list` "
+                             "names them)")
         saved = sys.argv
         sys.argv = [str(path)] + (["--isolated"] if args.isolated else [])
         if name == "models":
@@ -61,8 +65,11 @@ def _parse_input(spec: str):
         return int(spec)
     m = re.fullmatch(r"\s*([a-z0-9]+)\[([0-9, ]*)\]\s*", spec)
     if not m:
-        raise SystemExit(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[8,784]")
-    dtype = tj.dtype_from_name(m.group(1))
+        raise InputError(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[8,784]")
+    try:
+        dtype = tj.dtype_from_name(m.group(1))
+    except TypeError as err:
+        raise InputError(f"--input {spec!r}: {err} (f32, f64, i64, bool, ...)") from None
     shape = tuple(int(s) for s in m.group(2).replace(" ", "").split(",") if s)
     if dtype.is_floating_point:
         return tj.randn(*shape, dtype=dtype)
@@ -70,31 +77,55 @@ def _parse_input(spec: str):
 
 
 def _load_target(target: str, command: str):
-    """The object FILE.py:NAME names (a Module class is instantiated), or None after
-    saying what is wrong."""
-    import runpy
-
+    """The object FILE.py:NAME names (a Module class is instantiated)."""
     import tracejit as tj
 
     path, _, name = target.rpartition(":")
     if not path or not name:
-        print(f"{command}: expected FILE.py:NAME", file=sys.stderr)
-        return None
+        raise InputError(f"{command}: expected FILE.py:NAME, got {target!r}")
+    if not Path(path).is_file():
+        raise InputError(f"{command}: {path}: no such file")
     namespace = runpy.run_path(path, run_name=f"__tracejit_{command}__")
     if name not in namespace:
-        print(f"{command}: {path} defines no {name!r}", file=sys.stderr)
-        return None
+        defined = sorted(k for k, v in namespace.items() if not k.startswith("_") and
+                         callable(v) and getattr(v, "__module__", None) == namespace["__name__"])
+        raise InputError(f"{command}: {path} defines no {name!r}"
+                         + (f" (it defines {', '.join(defined)})" if defined else ""))
     obj = namespace[name]
     return obj() if isinstance(obj, type) and issubclass(obj, tj.nn.Module) else obj
+
+
+def _check_inputs(obj, inputs: list, command: str) -> None:
+    """One --input per positional argument the function (or forward) takes."""
+    import inspect
+
+    import tracejit as tj
+
+    fn = obj.forward if isinstance(obj, tj.nn.Module) else obj
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: the call itself will say
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    any_number = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if len(required) <= len(inputs) and (any_number or len(inputs) <= len(positional)):
+        return
+    label = f"{type(obj).__name__}.forward" if fn is not obj else getattr(
+        obj, "__qualname__", repr(obj))
+    wanted = len(required) if len(inputs) < len(required) else len(positional)
+    names = ", ".join(p.name for p in positional[:wanted])
+    raise InputError(f"{command}: {label}({names}) takes {wanted} input"
+                     f"{'s' if wanted != 1 else ''}, {len(inputs)} given: one --input per "
+                     "argument, e.g. --input f32[8,784]")
 
 
 def _dump(args) -> int:
     import tracejit as tj
 
     obj = _load_target(args.target, "dump")
-    if obj is None:
-        return 2
     inputs = tuple(_parse_input(s) for s in args.input)
+    _check_inputs(obj, inputs, "dump")
     backend = "numba" if args.code or args.backward else "auto"
     if args.backward:  # float inputs require grad, so the trace records a backward
         inputs = tuple(t.requires_grad_() if isinstance(t, tj.Tensor) and
@@ -140,19 +171,18 @@ def _export(args) -> int:
     import tracejit as tj
 
     obj = _load_target(args.target, "export")
-    if obj is None:
-        return 2
     inputs, dynamic = [], {}
     for k, spec in enumerate(args.input):
         m = re.fullmatch(r"\s*([a-z0-9]+)\[([A-Za-z0-9_, ]*)\]\s*", spec)
         if not m:
-            raise SystemExit(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[B,784]")
+            raise InputError(f"--input {spec!r}: expected DTYPE[SIZES], for example f32[B,784]")
         sizes = [s for s in m.group(2).replace(" ", "").split(",") if s]
         named = {d: s for d, s in enumerate(sizes) if not s.isdigit()}
         if named:
             dynamic[f"input{k}"] = named
         example = ",".join("3" if d in named else s for d, s in enumerate(sizes))
         inputs.append(_parse_input(f"{m.group(1)}[{example}]"))
+    _check_inputs(obj, inputs, "export")
     try:
         tj.onnx.export(obj, tuple(inputs), args.output,
                        input_names=[f"input{k}" for k in range(len(inputs))],
@@ -208,9 +238,8 @@ def _script_fuzz(args) -> int:
     constructs = set(sf.ALL if args.all else sf.DEFAULT)
     for name in (args.with_ or []) + (args.without or []):
         if name not in sf.CONSTRUCTS:
-            print(f"fuzz: no construct named {name!r}; the constructs are: "
-                  f"{', '.join(sf.CONSTRUCTS)}", file=sys.stderr)
-            return 2
+            raise InputError(f"fuzz: no construct named {name!r}; the constructs are: "
+                             f"{', '.join(sf.CONSTRUCTS)}")
     constructs |= set(args.with_ or [])
     constructs -= set(args.without or [])
     t0 = time.perf_counter()
@@ -235,19 +264,27 @@ def _script_fuzz(args) -> int:
 
 
 def main(argv=None) -> int:
+    """Parse the command line and run its command; `--help` and `--version` answer before
+    the package's names are imported (numpy, the op table: see _startup.py)."""
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"tracejit {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="an error in what a command was given shows its traceback")
+    debug = argparse.ArgumentParser(add_help=False)  # --debug after the command too
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="a guided tour of eager tensors and autograd")
-    export = sub.add_parser("export", help="write a traced function or module as ONNX")
+    sub.add_parser("demo", help="a guided tour of eager tensors and autograd", parents=[debug])
+    export = sub.add_parser("export", help="write a traced function or module as ONNX",
+                            parents=[debug])
     export.add_argument("target", help="FILE.py:NAME (a function, module or Module class)")
     export.add_argument("--input", action="append", default=[],
                         help="an example input, DTYPE[SIZES]; a letter names a dynamic size "
                              "(f32[B,784])")
     export.add_argument("-o", "--output", required=True, help="the .onnx file to write")
-    bench = sub.add_parser("bench", help="run the benchmarks in benchmarks/")
+    bench = sub.add_parser("bench", help="run the benchmarks in benchmarks/", parents=[debug])
     bench.add_argument("names", nargs="*", help="benchmark names (default: all)")
     bench.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     bench.add_argument("--isolated", action="store_true",
@@ -255,7 +292,8 @@ def main(argv=None) -> int:
                             "benchmarks that compare contestants)")
     bench.add_argument("--size", choices=["small", "large"], default="small",
                        help="models: the overhead-bound (small) or compute-bound (large) size")
-    dump = sub.add_parser("dump", help="print the IR of a function or module in a file")
+    dump = sub.add_parser("dump", help="print the IR of a function or module in a file",
+                          parents=[debug])
     dump.add_argument("target", help="FILE.py:NAME (a function, a Module class or instance)")
     dump.add_argument("--input", action="append", default=[],
                       help="an example input, e.g. f32[8,784] (repeat for each argument)")
@@ -269,9 +307,9 @@ def main(argv=None) -> int:
                       help="print the generated host program and kernels (numba backend)")
     dump.add_argument("--stages", action="store_true",
                       help="print the graph after every pass, not only the last")
-    cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
+    cache = sub.add_parser("cache", help="show or clear the compiled-kernel cache", parents=[debug])
     cache.add_argument("action", choices=["info", "clear"])
-    fz = sub.add_parser("fuzz", help="random programs: traced calls against eager")
+    fz = sub.add_parser("fuzz", help="random programs: traced calls against eager", parents=[debug])
     fz.add_argument("--n", type=int, default=100, help="programs per backend")
     fz.add_argument("--seed", type=int, default=0, help="the first program's seed")
     fz.add_argument("--calls", type=int, default=6,
@@ -292,9 +330,21 @@ def main(argv=None) -> int:
     fz.add_argument("--shrink", action="store_true",
                     help="--script: cut the mismatches shown down to small programs")
     args = parser.parse_args(argv)
+    from . import _import_names
     from ._startup import freeze_imports
 
+    _import_names()  # before any command, in the order `import tracejit` imports them
     freeze_imports()  # a command runs once and exits: the collector need not walk the imports
+    try:
+        return _run(args)
+    except InputError as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
     if args.command == "demo":
         from .demo import main as demo
 

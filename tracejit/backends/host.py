@@ -26,6 +26,7 @@ import re
 
 import numpy as np
 
+from ..core.float_errors import quiet, restore
 from ..ir.graph import FUSED, GUARD, Graph, Value, symbols_read
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
@@ -143,9 +144,13 @@ class HostProgram:
         self._profiled = None  # the instrumented variant, made when a profiler first listens
 
     def run(self, tensors: list) -> list:
-        if _EVENTS[0]:
-            return self._run_profiled(tensors)
-        return list(self.run_tensors(*tensors))
+        token = quiet()  # inf and nan are results, as in eager ops (core/float_errors.py)
+        try:
+            if _EVENTS[0]:
+                return self._run_profiled(tensors)
+            return list(self.run_tensors(*tensors))
+        finally:
+            restore(token)
 
     def _run_profiled(self, tensors: list) -> list:
         if self._profiled is None:

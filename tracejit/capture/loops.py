@@ -23,6 +23,7 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
+from ..core.float_errors import quiet, restore
 from ..ir.graph import Value
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import Tensor, _make
@@ -411,10 +412,15 @@ class _Sums:
         from ..ops import OPS
 
         for (key, (kind, shape)), parts in self.parts.items():
-            if kind == "mm":  # sum of x_t @ y_t = [x_1 ... x_T] @ [y_1; ...; y_T]
-                x = np.concatenate([p[0] for p in parts], axis=1)
-                y = np.concatenate([p[1] for p in parts], axis=0)
-                total = OPS.matmul.impl(x, y)
-            else:
-                total = OPS.sum_to.impl(np.concatenate([p[0] for p in parts], axis=0), shape)
+            token = quiet()  # inf and nan are results (core/float_errors.py)
+            try:
+                if kind == "mm":  # sum of x_t @ y_t = [x_1 ... x_T] @ [y_1; ...; y_T]
+                    x = np.concatenate([p[0] for p in parts], axis=1)
+                    y = np.concatenate([p[1] for p in parts], axis=0)
+                    total = OPS.matmul.impl(x, y)
+                else:
+                    total = OPS.sum_to.impl(np.concatenate([p[0] for p in parts], axis=0),
+                                            shape)
+            finally:
+                restore(token)
             acc.add(key, _make(np.ascontiguousarray(total)))

@@ -1,2 +1,2 @@
 """What every layer of tracejit may use and which imports nothing else of tracejit:
-diagnostics (`log`)."""
+diagnostics (`log`), numpy's floating-point warnings off inside ops (`float_errors`)."""

@@ -7,6 +7,7 @@ would otherwise print nothing, silently).
 """
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 
@@ -30,9 +31,11 @@ def channels() -> frozenset:
         unknown = sorted(names - set(CHANNELS))
         if unknown:
             listing = "\n".join(f"  {name:<11} {what}" for name, what in CHANNELS.items())
+            near = [m for name in unknown for m in difflib.get_close_matches(name, CHANNELS, 1)]
             raise ValueError(f"TRACEJIT_LOG names {', '.join(map(repr, unknown))}, which "
                              f"{'is not a channel' if len(unknown) == 1 else 'are not channels'}"
-                             f"; the channels are (comma-separated):\n{listing}")
+                             + (f" (did you mean {', '.join(map(repr, near))}?)" if near else "")
+                             + f"; the channels are (comma-separated):\n{listing}")
         found = _PARSED[text] = frozenset(names)
     return found
 

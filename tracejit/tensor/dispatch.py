@@ -14,6 +14,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
+from ..core.float_errors import quiet, restore
 from ..ir.symbolic import SymInt
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
@@ -121,10 +122,13 @@ def apply(op, *args, **attrs) -> Tensor:
         except (ValueError, TypeError, IndexError) as err:  # as clear as on the CPU
             _explain(op, args, attrs, err)
     else:
+        token = quiet()  # 0/0 = nan without numpy's warning (core/float_errors.py)
         try:
             out = op.impl(*_arrays(op, args, attrs), **attrs)
         except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
             _explain(op, args, attrs, err)
+        finally:
+            restore(token)
         if type(out) is not _ndarray:
             out = np.asarray(out)
     t = _make(out)
@@ -167,7 +171,11 @@ def unary(op, x: Tensor) -> Tensor:
     if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None or \
             _DEVICES[0] or _EVENTS[0] or STALE_VIEWS:
         return apply(op, x)
-    out = op.impl(a)
+    token = quiet()
+    try:
+        out = op.impl(a)
+    finally:
+        restore(token)
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
@@ -199,10 +207,13 @@ def binary(op, x: Tensor, y) -> Tensor:
             return apply(op, x, y)
     else:
         return apply(op, x, y)
+    token = quiet()
     try:
         out = op.impl(a, b)
     except Exception:  # noqa: BLE001 — the general path explains the error
         return apply(op, x, y)
+    finally:
+        restore(token)
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
@@ -405,14 +416,21 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     pre_version = counter(target)[0]
     if op.inplace is not None:
         old_data = target._data.copy() if (record and 0 in op.saves) else target._data
+        token = quiet()
         try:
             op.inplace(*_arrays(op, args), **attrs)
         except Exception as err:  # noqa: BLE001
             _explain(op, args, attrs, err)
+        finally:
+            restore(token)
     elif not record and type(op.impl) is np.ufunc and not attrs and _writes_in_place(
             op, target, others):
         old_data = target._data  # a ufunc writes straight into the target (no temporary)
-        op.impl(*_arrays(op, args), out=target._data)
+        token = quiet()
+        try:
+            op.impl(*_arrays(op, args), out=target._data)
+        finally:
+            restore(token)
     else:
         result = apply_no_record(op, args, attrs)
         _check_inplace_result(op, target, result)
@@ -462,10 +480,13 @@ def _writes_in_place(op, target: Tensor, others) -> bool:
 
 
 def apply_no_record(op, args, attrs) -> np.ndarray:
+    token = quiet()
     try:
         out = op.impl(*_arrays(op, args, attrs), **attrs)
     except Exception as err:  # noqa: BLE001
         _explain(op, args, attrs, err)
+    finally:
+        restore(token)
     return out if type(out) is _ndarray else np.asarray(out)
 
 
