@@ -154,6 +154,12 @@ def _dump(args) -> int:
                                 [("", traced.backward_graph, 0)]):
             print(graph.format(sources=args.sources))
             print()
+        pinned = _pinned_sizes(traced.graph, traced.backward_graph)
+        if pinned:
+            names = traced.backward_graph.symbols
+            print("# the backward graph is compiled for any sizes; this trace's guards fix "
+                  + ", ".join(f"{names.get(sym, sym)} = {size}"
+                              for sym, size in pinned.items()))
     if args.guards:
         print("\nguards:")
         for g in traced.guards:
@@ -261,6 +267,21 @@ def _script_fuzz(args) -> int:
           f"{', '.join(sorted(set(sf.CONSTRUCTS) - constructs)) or 'none'}; "
           f"{time.perf_counter() - t0:.1f} s")
     return 1 if bad else 0
+
+
+def _pinned_sizes(forward, backward) -> dict:
+    """Size symbols of the backward graph whose values the forward graph's inputs fix
+    (a weight's 784 is `T` in a backward derived for every size): symbol -> size."""
+    from .ir.symbolic import plain_symbol
+
+    shapes = {v.name: v.shape for v in forward.inputs}
+    pinned: dict = {}
+    for v in backward.inputs:
+        for fwd, bwd in zip(shapes.get(v.name, ()), v.shape):
+            sym = plain_symbol(bwd)
+            if isinstance(fwd, int) and sym is not None:
+                pinned.setdefault(sym, fwd)
+    return pinned
 
 
 def main(argv=None) -> int:

@@ -104,10 +104,15 @@ class EntryGuards:
                 recorder.autocast)))
         for index, dim, sym in bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
+        # a relation reads as the input dims it relates (`x.shape[1] == 784`): the graph
+        # may show no symbol for a size its guards fix
+        read_at = dict(names)
+        for index, dim, sym in reversed(bindings):
+            read_at[sym] = f"{graph.inputs[index].name}.shape[{dim}]"
         for g in recorder.shape_guards.values():
             if g.source not in skip and symbols_in(g.source) <= bound:
                 self._add(lines, f"(({g.source}) == {g.expected!r})",
-                          Guard(g.describe(names), g.where))
+                          Guard(g.describe(read_at), g.where))
                 self.n_relations += 1
         for i, value in arg_consts.items():
             ns[f"C{i}"] = value
