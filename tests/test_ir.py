@@ -185,6 +185,19 @@ def test_dump_command_shows_the_backward_and_the_generated_code():
     assert pinned and f"%fc1.weight: f32[{pinned[2]},{pinned[1]}]" in r.stdout
 
 
+def test_dump_stages_prints_each_pass_that_changed_the_graph_once():
+    r = subprocess.run([sys.executable, "-m", "tracejit", "dump", "examples/mlp.py:MLP",
+                        "--input", "f32[8,784]", "--stages"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    headers = [ln for ln in r.stdout.splitlines() if ln.startswith("# ")]
+    assert headers[0].startswith("# graph MLP  [after: trace")
+    assert headers[-1].startswith("# graph MLP  [after: fuse")
+    assert "# after hoist_invariants: no change" in headers
+    bodies = r.stdout.split("# graph MLP")[1:]
+    assert len({b.split("\n", 1)[1] for b in bodies}) == len(bodies)  # none printed twice
+
+
 def test_dump_command_reports_bad_targets():
     r = subprocess.run([sys.executable, "-m", "tracejit", "dump", "examples/mlp.py:nothing"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)

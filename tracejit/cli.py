@@ -139,9 +139,7 @@ def _dump(args) -> int:
     else:
         traced = tj.trace(obj, inputs, backend=backend)
     stages = traced.traces[0].stages
-    for _name, graph, _ in (stages if args.stages else stages[-1:]):
-        print(graph.format(sources=args.sources))
-        print()
+    _print_stages(stages if args.stages else stages[-1:], args.sources)
     if args.backward:
         out = traced(*inputs)
         first = out[0] if isinstance(out, (tuple, list)) else out
@@ -150,10 +148,8 @@ def _dump(args) -> int:
             print("# no compiled backward: gradients through branches and loops are "
                   "recorded by eager autograd, op by op")
             return 0
-        for _name, graph, _ in (traced.traces[0].backwards[0].stages if args.stages else
-                                [("", traced.backward_graph, 0)]):
-            print(graph.format(sources=args.sources))
-            print()
+        _print_stages(traced.traces[0].backwards[0].stages if args.stages else
+                      [("", traced.backward_graph, 0)], args.sources)
         pinned = _pinned_sizes(traced.graph, traced.backward_graph)
         if pinned:
             names = traced.backward_graph.symbols
@@ -267,6 +263,18 @@ def _script_fuzz(args) -> int:
           f"{', '.join(sorted(set(sf.CONSTRUCTS) - constructs)) or 'none'}; "
           f"{time.perf_counter() - t0:.1f} s")
     return 1 if bad else 0
+
+
+def _print_stages(stages, sources: bool) -> None:
+    """Each stage's graph; a pass that changed nothing is one line, not the same graph
+    again under its own name."""
+    previous = None
+    for name, graph, _ in stages:
+        text = graph.format(sources=sources)
+        body = text.split("\n", 1)[1]
+        print(f"# after {name}: no change" if body == previous else text)
+        print()
+        previous = body
 
 
 def _pinned_sizes(forward, backward) -> dict:
