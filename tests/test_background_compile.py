@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,67 @@ def test_a_warm_cache_sends_nothing_to_the_worker(tmp_path):
     warm, log = _run(tmp_path, "warm", "1")
     assert warm["during"][0]["sent"] == 0 and warm["after"]["sent"] == 0
     assert "(disk cache hit)" in log and "(disk cache miss)" not in log
+
+
+_SHORT = """
+import tracejit as tj
+f = tj.trace(lambda x: ((x * 3).tanh() + 1).sigmoid() * 2, (tj.randn(16, 8),))
+out = f(tj.randn(16, 8))
+print(tj.backends.background.status()["sent"])
+"""
+
+
+def test_a_program_that_exits_before_its_kernels_compile_leaves_them_in_the_cache(
+        tmp_path):
+    """The worker finishes the compiles it was handed after the program ends (and holds
+    none of its output pipes: this run returns at once): the next run loads them."""
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_BACKEND="numba",
+               TRACEJIT_BACKGROUND_COMPILE="1", TRACEJIT_LOG="compile")
+    first = subprocess.run([sys.executable, "-c", _SHORT], cwd=ROOT, env=env, timeout=300,
+                           capture_output=True, text=True)
+    assert first.returncode == 0 and first.stdout.split() == ["1"], first.stderr
+    assert "compiled" not in first.stderr and "loaded" not in first.stderr
+    for _ in range(600):  # the worker, on its own now, writes the kernel's manifest
+        if list(tmp_path.glob("k_*.sums")) and any(
+                (tmp_path / "__pycache__").glob("k_*.nbc")):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    second = subprocess.run([sys.executable, "-c", _SHORT], cwd=ROOT, env=env, timeout=300,
+                            capture_output=True, text=True)
+    assert second.returncode == 0 and second.stdout.split() == ["0"], second.stderr
+    assert "(disk cache hit)" in second.stderr and "miss" not in second.stderr
+
+
+_SHAPES = """
+import json
+import tracejit as tj
+
+w = tj.randn(3, requires_grad=True)
+
+def f(x):
+    s = 0
+    for t in range(x.shape[0]):
+        s = s + (x[t] * w).tanh().sum()
+    return s, (x * 2).relu()
+
+x = tj.randn(4, 3, requires_grad=True)
+traced = tj.trace(f, (x,))
+got = traced(x)
+got[0].backward()
+want = f(x)
+print(json.dumps([list(got[0].shape), list(want[0].shape), list(got[1].shape),
+                  tj.backends.background.status()["compiled"]]))
+"""
+
+
+def test_regions_run_op_by_op_while_compiling_keep_shapes_and_sizes(tmp_path):
+    """While kernels compile, regions run op by op: a 0-d result stays 0-d (a sum of
+    sums), and sizes that only the region's ops name come from the host program."""
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_BACKEND="numba",
+               TRACEJIT_BACKGROUND_COMPILE="1")
+    r = subprocess.run([sys.executable, "-c", _SHAPES], cwd=ROOT, env=env, timeout=300,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got0, want0, got1, compiled = json.loads(r.stdout)
+    assert got0 == want0 == [] and got1 == [4, 3] and compiled == 0

@@ -19,10 +19,13 @@ compiling and how many kernels are left, at most every 2 s
 The worker is one process (the main process keeps the other core), started with this
 Python (`python -c`, so that the user's script is not imported again, as
 multiprocessing's spawn would) at the first compile sent off. Jobs and answers travel as
-pickles over its stdin and stdout, written and read by two threads. It is killed at exit with
-whatever it was compiling (Numba writes its files under temporary names and renames
-them, so a killed compile leaves no broken entry), and it ends by itself when its stdin
-closes.
+pickles over its stdin and stdout, written and read by two threads. At exit the jobs
+still queued are handed to it (for at most half a second) and its stdin is closed: it
+finishes the compiles it was given, writing them into the cache for the next run, and
+ends (so a short script that never waits for its kernels still warms the cache). Its
+stderr is not the program's, so a pipe reading the program's output is not held open by
+it; a worker killed midway leaves no broken entry (Numba writes its files under
+temporary names and renames them).
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from pathlib import Path
 from ..runtime.kernel_cache import cache_dir, load_module, record_compiled
 
 PROGRESS_AFTER = 2.0   # seconds a compile runs before the progress line
+FLUSH_AT_EXIT = 0.5    # seconds an exiting program spends handing queued jobs over
 _LOCK = threading.Lock()
 _JOBS: dict = {}       # (module name, kernel name, signature) -> Job
 _WORKER: list = []     # [(process, job queue, result queue)] once started
@@ -142,7 +146,7 @@ def _start():
                    "PYTHONPATH", "").split(os.pathsep) if p]))
     process = subprocess.Popen(
         [sys.executable, "-c", "from tracejit.backends.background import _serve; _serve()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     answers: queue.Queue = queue.Queue()
     outbox: queue.Queue = queue.Queue()
 
@@ -157,12 +161,20 @@ def _start():
         while True:
             job = outbox.get()
             try:
+                if job is None:  # exit: the worker ends after the jobs it was given
+                    process.stdin.close()
+                    return
                 _write(process.stdin, job)
             except (OSError, ValueError):  # the worker is gone: `read` says so
                 return
-    for target in (read, write):
-        threading.Thread(target=target, daemon=True, name="tracejit-compiler").start()
-    atexit.register(process.kill)
+    threading.Thread(target=read, daemon=True, name="tracejit-compiler").start()
+    writer = threading.Thread(target=write, daemon=True, name="tracejit-compiler")
+    writer.start()
+
+    def at_exit() -> None:
+        outbox.put(None)
+        writer.join(FLUSH_AT_EXIT)
+    atexit.register(at_exit)
     return process, answers, outbox
 
 
@@ -173,10 +185,13 @@ def _write(stream, obj) -> None:
 
 
 def _read(stream):
+    """The next pickle, or None at the end of the stream (or a message cut short)."""
     head = stream.read(8)
     if len(head) < 8:
         return None
-    return pickle.loads(stream.read(struct.unpack("<Q", head)[0]))  # noqa: S301 — ours
+    size = struct.unpack("<Q", head)[0]
+    data = stream.read(size)
+    return pickle.loads(data) if len(data) == size else None  # noqa: S301 — ours
 
 
 def _collect() -> None:
@@ -237,4 +252,7 @@ def _serve() -> None:
             error = None
         except Exception as err:  # noqa: BLE001 — the main process compiles it instead
             error = f"{type(err).__name__}: {err}"
-        _write(answers, (key, error, time.monotonic() - start))
+        try:
+            _write(answers, (key, error, time.monotonic() - start))
+        except OSError:  # the program has ended: the cache is what the next run reads
+            pass

@@ -522,7 +522,7 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = (),
         for node in region.nodes:
             values[node.outputs[0]] = apply(OPS[node.op], *[resolve(x) for x in node.inputs],
                                             **{k: resolve(v) for k, v in node.attrs.items()})
-    return [np.ascontiguousarray(values[v]._data) for v in region.outputs]
+    return [np.asarray(values[v]._data, order="C") for v in region.outputs]  # (0-d stays 0-d)
 
 
 RAN, FAILED, PENDING = "ran", "failed", "pending"
