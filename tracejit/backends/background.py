@@ -11,10 +11,10 @@ implementations eager execution does.
 
 On by default where there is a disk cache to hand the code over (kernel_cache.py);
 `TRACEJIT_BACKGROUND_COMPILE=0` (or `tj.jit.background_compile(False)`) compiles at the
-first call instead, waiting for it. `wait()` (`tj.jit.wait_for_kernels()`) blocks until every kernel sent off is compiled (benchmarks time the compiled
-steps). While a compile has run for more than 2 s, one line on stderr says what is
-compiling and how many kernels are left, at most every 2 s
-(`TRACEJIT_PROGRESS=0` silences it).
+first call instead, waiting for it. `wait()` (`tj.jit.wait_for_kernels()`) blocks until
+every kernel sent off is compiled (benchmarks time the compiled steps). While a compile
+has run for more than 2 s, one line on stderr says what is compiling and how many
+kernels are left, at most every 2 s (`TRACEJIT_PROGRESS=0` silences it).
 
 The worker is one process (the main process keeps the other core), started with this
 Python (`python -c`, so that the user's script is not imported again, as
