@@ -141,6 +141,28 @@ def test_a_per_channel_value_is_computed_once_per_channel_not_per_pixel():
     np.testing.assert_allclose(t(x, var).numpy(), norm(x, var).numpy(), rtol=1e-6)
 
 
+@pytest.mark.compile
+@pytest.mark.parametrize("a,b", [
+    (np.random.default_rng(0).random(257).astype("float32"), np.array(0.9999)),
+    (np.arange(-300, 300, dtype="int32") * 16777, np.array(0.1, "float32")),
+    (np.random.default_rng(1).random((3, 5)).astype("float32"),
+     np.random.default_rng(2).random(5)),
+    (np.arange(12, dtype="int64").reshape(3, 4) * 3, np.array(7, "int32"))])
+def test_a_fused_op_computes_in_eager_s_promoted_dtype(a, b):
+    """A 0-dim tensor of a wider dtype (or a float32 tensor next to int32 values) takes
+    part in promotion as eager's dispatch says: its operands are cast to the compute
+    dtype first, so the kernel's bits are eager's (float64 arithmetic rounded once
+    differs in the last place)."""
+    def f(x, y):
+        return (x * y + y).relu() / 2, x + y < y * 2
+
+    x, y = tj.tensor(a), tj.tensor(b)
+    got, want = traced(f, x, y)(x, y), f(x, y)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
 def test_cache_reuses_entries_and_recovers_from_corruption(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     src = "X = 41\n"

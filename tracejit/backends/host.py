@@ -32,7 +32,8 @@ from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
 from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
-from ..ops.registry import ELEMENTWISE
+from ..ops.registry import ELEMENTWISE, AVal
+from ..ops.rules import compute_dtype
 from ..ops.scalar import IDENTITY
 from .interpret import check_guard
 from .numba_cpu import RowKernel, Unsupported, compile_region, row_frame, size_params
@@ -256,12 +257,9 @@ def _as_sym(region: Graph, src: str) -> SymInt:
 def _promote(em: _Emitter, op, node, args: list) -> list:
     """Casts to the op's compute dtype, decided once from the value types (what eager
     dispatch decides per call)."""
-    from ..tensor.dispatch import _compute_dtype
-    from ..tensor.tensor import Tensor
-
-    fake = [Tensor._make(np.empty((0,), x.dtype.np)) if isinstance(x, Value) else hint_of(x)
-            for x in node.inputs]
-    ct = _compute_dtype(op, fake, {k: hint_of(v) for k, v in node.attrs.items()})
+    ct = compute_dtype(op, [AVal(x.shape, x.dtype) if isinstance(x, Value) else hint_of(x)
+                            for x in node.inputs],
+                       {k: hint_of(v) for k, v in node.attrs.items()})
     if ct is None:
         return args
     first = 1 if op.dtype_rule == "where" else 0

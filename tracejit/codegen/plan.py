@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.graph import Graph, Value
-from ..ir.symbolic import SymInt
+from ..ir.symbolic import SymInt, hint_of
 from ..ops import OPS
-from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE
+from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE, AVal
+from ..ops.rules import compute_dtype
 from ..ops.scalar import IDENTITY, Const, Expr, Monoid, Ref, X, Y
 
 
@@ -112,18 +113,32 @@ def _numbers_only(expr: Expr, names: dict) -> Expr:
     return expr
 
 
-def statement(k: int, node, names: dict) -> Statement:
-    """The statement `rK` of one elementwise node; records its name in `names`."""
+def statement(k: int, node, names: dict) -> list:
+    """The statement `rK` of one elementwise node, after a cast of each operand whose
+    dtype is not the op's compute dtype (a float32 value times a float64 0-dim tensor
+    computes in float32, as eager's promotion says); records its name in `names`."""
     op = OPS[node.op] if node.op in OPS else None
     if op is None or op.expr is None or not (
             op.kind == ELEMENTWISE or (op.kind == SHAPE and op.expr == IDENTITY)):
         raise Unsupported(f"{node.op} is not an elementwise op with a scalar expression")
     expr = op.scalar(node.attrs)
-    args = tuple(Ref(names[x]) if isinstance(x, Value) else literal(x, names)
-                 for x in node.inputs)
+    ct = compute_dtype(op, [AVal(x.shape, x.dtype) if isinstance(x, Value) else hint_of(x)
+                            for x in node.inputs],
+                       {key: hint_of(v) for key, v in node.attrs.items()}) \
+        if op.kind == ELEMENTWISE else None
+    casts, args = [], []
+    for i, x in enumerate(node.inputs):
+        if not isinstance(x, Value):
+            args.append(literal(x, names))
+        elif ct is not None and x.dtype != ct and not (op.dtype_rule == "where" and i == 0):
+            casts.append(Statement("to", f"r{k}_{i}", ct.name, X, (Ref(names[x]),)))
+            args.append(Ref(f"r{k}_{i}"))
+        else:
+            args.append(Ref(names[x]))
     out = node.outputs[0]
     names[out] = f"r{k}"
-    return Statement(op.name, f"r{k}", out.dtype.name, _numbers_only(expr, names), args)
+    return casts + [Statement(op.name, f"r{k}", out.dtype.name, _numbers_only(expr, names),
+                              tuple(args))]
 
 
 def _is_one(size) -> bool:
@@ -155,7 +170,7 @@ def plan_elementwise(region: Graph) -> ElementwisePlan:
     flat = all(len(v.shape) == rank and not any(_is_one(d) for d in v.shape)
                for v in region.outputs)
     names = value_names(region)
-    body = tuple(statement(k, node, names) for k, node in enumerate(region.nodes))
+    body = tuple(st for k, node in enumerate(region.nodes) for st in statement(k, node, names))
     inputs = tuple(Access(f"i{j}", f"a{j}", v.dtype.name, _dims(v, rank))
                    for j, v in enumerate(region.inputs))
     outputs = tuple(Access(f"o{j}", names[v], v.dtype.name, _dims(v, rank),
@@ -357,7 +372,7 @@ def plan_row(region: Graph) -> RowPlan:
                                       (Ref(names[node.inputs[0]]),
                                        Ref(reciprocals[divisor]))))
                 continue
-            body.append(statement(index[id(node)], node, names))
+            body += statement(index[id(node)], node, names)
         return body
 
     def ready_row_nodes() -> list:
@@ -367,7 +382,7 @@ def plan_row(region: Graph) -> RowPlan:
                 continue
             if is_row_value(node.outputs[0], reduced) and all(
                     not isinstance(x, Value) or x in ready for x in node.inputs):
-                out.append(statement(index[id(node)], node, names))
+                out += statement(index[id(node)], node, names)
                 ready.add(node.outputs[0])
                 done.add(id(node))
         return out

@@ -32,6 +32,37 @@ class Meta:
         return f"Meta({self.dtype.short}{list(self.shape)})"
 
 
+_SCALAR_CATEGORY = {bool: 0, int: 1, float: 2}
+
+
+def compute_dtype(op, operands, attrs=None):
+    """The dtype an elementwise op computes in (PyTorch's promotion: a 0-dim tensor or a
+    Python scalar decides only when its category is higher), or None when its operands
+    are not cast. `operands`: values with `.dtype` (tracejit dtypes) and `.ndim`, or
+    Python numbers; sizes count as ints. Eager dispatch's `_compute_dtype` is the same
+    rule on arrays, kept apart for speed (tests/test_ops.py checks they agree)."""
+    rule = op.dtype_rule
+    if rule is LOGICAL or rule == "cast":
+        return None
+    operands = list(operands)
+    if op.promote_attrs and attrs:
+        operands += [attrs[k] for k in op.promote_attrs if attrs.get(k) is not None]
+    if rule == "where":
+        operands = operands[1:]
+    values = [x for x in operands if hasattr(x, "dtype")]
+    if not values:
+        return None
+    numbers = [1 if isinstance(x, SymInt) else _SCALAR_CATEGORY.get(
+        type(x), 1 if isinstance(x, int) else 2) for x in operands if not hasattr(x, "dtype")]
+    if len({x.dtype for x in values}) > 1 or any(c > 0 for c in numbers):
+        ct = dt.result_type(*[int(0) if isinstance(x, SymInt) else x for x in operands])
+    else:
+        ct = values[0].dtype
+    if rule is FLOAT and ct.category != 2:
+        ct = dt.default_float
+    return ct
+
+
 def aval_of(x) -> AVal:
     """AVal of a tensor-like or a Python scalar (shape ())."""
     if isinstance(x, (bool, int, float)):
