@@ -238,3 +238,29 @@ def test_a_few_rows_times_a_transposed_weight(rows):
     assert np.array_equal(got.detach().numpy(), want.detach().numpy())
     want.sum().backward()
     np.testing.assert_allclose(xt.grad.numpy(), xe.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_compute_dtype_rule_on_types_is_eager_dispatch_s():
+    """ops/rules.compute_dtype (what kernels and host programs cast to, from value types)
+    and eager dispatch's _compute_dtype (the same rule on arrays, kept apart for speed)
+    agree for every elementwise op over dtypes, 0-dim and dimensioned operands and
+    Python numbers."""
+    import itertools
+
+    from tracejit.ops.registry import AVal, ELEMENTWISE
+    from tracejit.ops.rules import compute_dtype
+    from tracejit.tensor.dispatch import _compute_dtype
+
+    kinds = [tj.bool, tj.int32, tj.int64, tj.float32, tj.float64]
+    operands = [("t", d, n) for d in kinds for n in (0, 1)] + [("n", v, 0) for v in
+                                                              (True, 3, 0.5)]
+    for op in OPS:
+        if op.kind != ELEMENTWISE:
+            continue
+        for combo in itertools.product(operands, repeat=2):
+            if all(kind == "n" for kind, _, _ in combo):
+                continue
+            avals = [AVal((2,) * n, d) if kind == "t" else d for kind, d, n in combo]
+            tensors = [tj.zeros(*(2,) * n, dtype=d) if kind == "t" else d
+                       for kind, d, n in combo]
+            assert compute_dtype(op, avals) == _compute_dtype(op, tensors), (op.name, combo)
