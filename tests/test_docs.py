@@ -71,7 +71,8 @@ def parse(path: Path) -> list[Block]:
         end = i + 1
         while not lines[end].startswith("```"):
             end += 1
-        block = Block(str(path.relative_to(ROOT)), i + 1, opening.group(1),
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        block = Block(name, i + 1, opening.group(1),
                       "\n".join(lines[i + 1:end]) + "\n")
         marker = next((s.strip() for s in reversed(lines[:i]) if s.strip()), "")
         if m := re.fullmatch(r"<!-- not run: (.+?) -->", marker):
@@ -180,9 +181,8 @@ def param(blocks, id):
     return pytest.param(blocks, id=id, marks=marks)
 
 
-@pytest.mark.parametrize("blocks", [param(s, s[0].where) for s in sessions()])
-def test_python_blocks_run_and_print_what_the_doc_shows(blocks, tmp_path):
-    cwd = workdir(tmp_path)
+def run_session(blocks: list[Block], cwd: Path) -> list[dict]:
+    """Each block's stdout and error (a traceback, or None), up to the first that fails."""
     (cwd / "blocks.json").write_text(json.dumps(
         [{"code": b.code, "where": b.where, "file": str(ROOT / b.doc), "line": b.line}
          for b in blocks]))
@@ -191,7 +191,12 @@ def test_python_blocks_run_and_print_what_the_doc_shows(blocks, tmp_path):
                        cwd=cwd, env=environment(blocks[0].env), capture_output=True,
                        text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
-    results = json.loads((cwd / "results.json").read_text())
+    return json.loads((cwd / "results.json").read_text())
+
+
+@pytest.mark.parametrize("blocks", [param(s, s[0].where) for s in sessions()])
+def test_python_blocks_run_and_print_what_the_doc_shows(blocks, tmp_path):
+    results = run_session(blocks, workdir(tmp_path))
     for block, result in zip(blocks, results):
         assert result["error"] is None, f"{block.where} failed:\n{result['error']}"
         if block.expected is not None:
@@ -246,6 +251,49 @@ def test_every_block_says_what_it_is(block):
 def test_the_blocks_left_unrun_are_few_and_say_why():
     unrun = [f"{b.where}: {b.not_run}" for b in ALL if b.not_run]
     assert len(unrun) <= 4, "\n".join(unrun)
+
+
+def test_a_doc_says_how_each_block_runs_and_what_it_prints(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(textwrap.dedent("""\
+        ```python
+        print(1 + 1)
+        ```
+
+        ```text
+        2
+        ```
+        <!-- not run: takes minutes -->
+        ```sh
+        python benchmarks/long.py
+        ```
+        <!-- env: NUMBA_ENABLE_CUDASIM=1: the simulator stands in for a GPU -->
+        ```python
+        >>> 6 * 7
+        42
+        ```
+
+        Prose between: the next block is no output.
+
+        ```text
+        a layout
+        ```
+        """))
+    printed, unrun, simulated, layout = parse(doc)
+    assert printed.expected == "2\n" and printed.not_run is None
+    assert unrun.not_run == "takes minutes" and unrun.expected is None
+    assert simulated.env == {"NUMBA_ENABLE_CUDASIM": "1"} and simulated.expected is None
+    assert layout.lang == "text" and layout.code == "a layout\n"
+
+
+def test_blocks_share_one_session_and_doctests_compare_their_outputs(tmp_path):
+    blocks = [Block(str(tmp_path / "doc.md"), 1, "python", "x = 6\n"),
+              Block(str(tmp_path / "doc.md"), 5, "python", ">>> x * 7\n42\n"),
+              Block(str(tmp_path / "doc.md"), 9, "python", ">>> x * 7\n41\n"),
+              Block(str(tmp_path / "doc.md"), 13, "python", "print('not reached')\n")]
+    ran, doctest, wrong = run_session(blocks, tmp_path)
+    assert ran["error"] is None and doctest["error"] is None
+    assert "Expected:\n    41\nGot:\n    42" in wrong["error"]
 
 
 @pytest.mark.parametrize("expected, actual, same", [
