@@ -1,5 +1,7 @@
 """Custom autograd Functions: a ReLU, and a thresholded ReLU whose gradient is halved
-above the threshold. Both are checked against finite differences / the rule itself."""
+above the threshold. Both are checked against finite differences / the rule itself.
+(tj.trace does not capture a custom Function that records gradients: a traced function
+calling one runs eagerly, with a warning naming the line.)"""
 import tracejit as tj
 
 

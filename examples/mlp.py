@@ -27,4 +27,7 @@ if __name__ == "__main__":
     model = MLP()
     traced = tj.trace(model, (tj.randn(8, 784),))
     print(traced.graph)
-    print(traced(tj.randn(32, 784)).shape, traced.stats)
+    x = tj.randn(32, 784)
+    diff = (traced(x) - model(x)).abs().max().item()
+    print(f"tj.trace (traced on a batch of 8) vs eager on a batch of 32: max |diff| = "
+          f"{diff:.1e}, compiles: {traced.stats['compiles']}")

@@ -29,12 +29,12 @@ def main(trace_path: str | None = None) -> dict:
         with record_function("optimizer"):
             opt.step()
 
-    def eager(a, b):
+    def loss_fn(a, b):
         return lossf(model(a), b)
 
-    traced = tj.trace(eager, (x, y))
+    traced = tj.trace(loss_fn, (x, y))   # its events are named after it: call loss_fn
     results = {}
-    for name, loss_of in (("eager", eager), ("traced", traced)):
+    for name, loss_of in (("eager", loss_fn), ("traced", traced)):
         # three warm-up steps (a traced step compiles its kernels at the first call and
         # their threaded twins at the third: the profiler shows those as tracejit::compile
         # events), then three recorded steps
@@ -43,7 +43,10 @@ def main(trace_path: str | None = None) -> dict:
             for _ in range(6):
                 step(loss_of)
                 prof.step()
-        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12)
+        events = prof.key_averages()
+        width = max(len(e.key) for e in events)   # kernels' file:line in full
+        table = events.table(sort_by="self_cpu_time_total", row_limit=12,
+                             max_name_column_width=width)
         print(f"== {name} training step (3 steps) ==")
         print(table)
         results[name] = prof

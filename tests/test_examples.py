@@ -22,6 +22,7 @@ def load(name: str):
 def test_variable_length_rnn_loop_equals_packed():
     out = load("variable_length_rnn").main()
     assert out["max_diff"] < 1e-5 and out["shape"] == (1, 4, 8)
+    assert out["script_diff"] < 1e-5 and out["compiles"] == 1
 
 
 def test_scripted_rnn_compiles_once_for_new_sizes_and_matches_eager():
@@ -34,17 +35,20 @@ def test_dynamic_depth_uses_different_depths_and_trains():
     assert len(set(out["depths"])) > 1
     assert out["used"] == list(range(max(out["depths"])))
     assert out["last"] < 0.5 * out["first"]
+    assert out["compiles"] == 1 and out["worst"] < 1e-5  # tj.script: one program, eager's
 
 
 def test_masked_attention_ignores_unimportant_tokens():
     out = load("masked_attention").main()
     assert out["masked_weight"] == 0.0 and out["masked_grad"] == 0.0
+    assert out["traced_diff"] < 1e-5 and out["compiles"] == 1
     np.testing.assert_allclose(out["row_sums"], 1.0, rtol=1e-6)
 
 
 def test_vanishing_gradients_diagnosis():
     out = load("vanishing_gradients").main()
     assert out["sigmoid"] < 1e-4 and out["relu"] > 0.1
+    assert out["traced_rel_diff"] < 1e-4
 
 
 def test_custom_functions():
@@ -53,17 +57,20 @@ def test_custom_functions():
 
 
 def test_gradient_accumulation_equals_full_batch():
-    assert load("gradient_accumulation").main()["max_diff"] < 1e-6
+    out = load("gradient_accumulation").main()
+    assert out["max_diff"] < 1e-6 and out["traced_diff"] < 1e-6 and out["compiles"] == 1
 
 
 def test_freezing_layers():
     out = load("freezing_layers").main()
     assert out["frozen_same"] and out["frozen_grads_none"] and out["head_moved"] > 0.01
+    assert out["traced_diff"] < 1e-5 and out["compiles"] == 1
 
 
 def test_train_classifier_reaches_90_percent_and_reloads(tmp_path):
     out = load("train_classifier").main(str(tmp_path / "clf.npz"))
     assert out["accuracy"] > 0.9 and out["reloaded_same"]
+    assert out["traced_diff"] < 1e-5 and out["compiles"] == 1
 
 
 @pytest.mark.parametrize("script", ["custom_functions.py", "mlp.py"])
@@ -90,11 +97,12 @@ def test_profile_model_prints_tables_and_writes_a_chrome_trace(tmp_path, capsys,
     monkeypatch.setenv("TRACEJIT_BACKEND", "numba")  # as a user runs it: kernels to show
     out = load("profile_model").main(str(tmp_path / "trace.json"))
     text = capsys.readouterr().out
+    assert "..." not in text  # names in full, kernels' file:line included
     assert "aten::matmul" in text and "Self CPU time total" in text
-    assert {"tracejit::call eager", "forward", "backward", "optimizer"} <= out["traced_names"]
+    assert {"tracejit::call loss_fn", "forward", "backward", "optimizer"} <= out["traced_names"]
     for kind in ("tracejit::kernel", "tracejit::program"):
         assert any(n.startswith(kind) for n in out["traced_names"]), kind
     eager_counts = {e.key: e.count for e in out["eager"].key_averages()}
     assert eager_counts["aten::linear"] == 9  # 3 layers x 3 recorded steps
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-    assert any(e["name"] == "tracejit::call eager" for e in events)
+    assert any(e["name"] == "tracejit::call loss_fn" for e in events)
