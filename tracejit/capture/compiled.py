@@ -66,8 +66,9 @@ class CompiledGraph:
     def _call_functional(self, tensors: list):
         """A graph that updates inputs no gradient flows through (a BatchNorm's running
         statistics) runs as the same graph returning their new values, compiled
-        (kernels, and a compiled backward with gradients); the values are then written
-        into the inputs as eager's in-place updates are (versions bumped). None where an
+        (kernels, and a compiled backward with gradients), and so does one that updates
+        any input under no_grad (an optimizer's step); the values are then written into
+        the inputs as eager's in-place updates are (versions bumped). None where an
         update carries a gradient (eager autograd records it then)."""
         from ..autograd.grad_mode import no_grad
         from ..ops import OPS
@@ -75,7 +76,8 @@ class CompiledGraph:
         from .autodiff import traced_call
 
         targets = self._mutated
-        if any(tensors[i]._rg for i in targets):
+        grad = STATE.grad_enabled  # (under no_grad, no update carries a gradient: an
+        if grad and any(tensors[i]._rg for i in targets):  # optimizer's step)
             return None
         inner = self._functional
         if inner is None:
@@ -88,7 +90,7 @@ class CompiledGraph:
             inner = self._functional = CompiledGraph(plain, self.backend, self.bindings,
                                                      self.shape_guards)
             inner.stats = self.stats
-            if any(tensors[i]._rg for i in targets):
+            if grad and any(tensors[i]._rg for i in targets):
                 return None
         n = len(self.graph.outputs)
         outs = None

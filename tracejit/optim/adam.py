@@ -15,41 +15,65 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False,
+                 foreach: bool | None = None):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"invalid Adam hyper-parameters lr={lr}, betas={betas}, eps={eps}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+                                      maximize=maximize, foreach=foreach))
 
     def _update(self, p, g, group: dict, state: dict) -> None:
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if not state:
             state["step"] = 0
             state["exp_avg"] = p.detach() * 0
             state["exp_avg_sq"] = p.detach() * 0
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = p.detach() * 0
-        state["step"] += 1
-        t = state["step"]
+        self._math(p, g, *self._buffers(state), self._numbers(group, [state]), group)
+
+    def _numbers(self, group: dict, states: list):
+        """(1 - lr * wd, lr / (1 - b1^t), sqrt(1 - b2^t)) of the step the states take."""
+        steps = {st.get("step") for st in states}
+        if len(steps) != 1 or None in steps or (group["amsgrad"] and "max_exp_avg_sq" not in states[0]):
+            return None
+        t = steps.pop() + 1
+        for st in states:
+            st["step"] = t
+        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        return 1 - lr * wd, lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
+
+    def _buffers(self, state: dict) -> list:
+        return [state["exp_avg"], state["exp_avg_sq"]] + (
+            [state["max_exp_avg_sq"]] if "max_exp_avg_sq" in state else [])
+
+    def _fused(self, params, grads, buffers, numbers, group: dict) -> None:
+        for p, g, bufs in zip(params, grads, buffers):
+            self._math(p, g, *bufs, numbers, group)
+
+    def _math(self, p, g, m, v, *rest) -> None:
+        """One parameter's update, in place: the step's numbers are floats (eager) or
+        0-dim tensors (fused)."""
+        *vmax, (decay, step_size, bias_sqrt), group = rest
+        (b1, b2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
         if wd:
             if self.decoupled:
-                p.mul_(1 - lr * wd)
+                p.mul_(decay)
             else:
                 g = g + p * wd
-        m, v = state["exp_avg"], state["exp_avg_sq"]
         m.mul_(b1).add_(g * (1 - b1))
         v.mul_(b2).add_(g * g * (1 - b2))
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], v))
-            v = state["max_exp_avg_sq"]
-        denom = sqrt(v) / math.sqrt(1 - b2 ** t) + eps
-        p.sub_(m / denom * (lr / (1 - b1 ** t)))
+        if vmax:
+            vmax[0].copy_(maximum(vmax[0], v))
+            v = vmax[0]
+        denom = sqrt(v) / bias_sqrt + eps
+        p.sub_(m / denom * step_size)
 
 
 class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False,
+                 foreach: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, foreach)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..tensor.tensor import _make
 
 
@@ -16,6 +18,7 @@ class Optimizer:
         self.defaults = defaults
         self.state: dict = {}
         self._scratch = None  # the array _scaled writes into (not part of the state)
+        self._traces = None   # foreach: the traced update of each group
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -42,7 +45,14 @@ class Optimizer:
                         p.grad.zero_()
 
     def step(self, closure=None):
-        """Update every parameter with a gradient; `closure` re-evaluates the loss."""
+        """Update every parameter with a gradient; `closure` re-evaluates the loss.
+
+        A group whose parameters all have their state (after the first step) is updated
+        by one traced call of `_fused` over all of them (`foreach`, as PyTorch's
+        multi-tensor optimizers): one kernel per parameter in one host program instead
+        of a dozen eager ops each, with the step's numbers (learning rate, bias
+        corrections) passed as 0-dim tensors so that one trace serves every step. The
+        kernels give the eager update's bits. `foreach=False` keeps the eager loop."""
         from ..autograd.grad_mode import enable_grad, no_grad
 
         loss = None
@@ -50,15 +60,68 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        g = -p.grad if group.get("maximize") else p.grad
-                        self._update(p, g, group, self.state.setdefault(p, {}))
+            for index, group in enumerate(self.param_groups):
+                params = [p for p in group["params"] if p.grad is not None]
+                if params and self._fused_step(index, group, params):
+                    continue
+                for p in params:
+                    g = -p.grad if group.get("maximize") else p.grad
+                    self._update(p, g, group, self.state.setdefault(p, {}))
         return loss
 
     def _update(self, p, grad, group: dict, state: dict) -> None:
         raise NotImplementedError
+
+    # ---- foreach: one traced update of a group's parameters --------------------------
+    def _numbers(self, group: dict, states: list):
+        """The step's numbers for `_fused` (a tuple of floats), advancing the states'
+        step counts; None when the group cannot take a fused step now (a state not made
+        yet: the first step is eager)."""
+        return None
+
+    def _fused(self, params, grads, buffers, numbers, group: dict) -> None:
+        """The update of every parameter of a group, in place, in tracejit ops: `buffers`
+        lists each parameter's state tensors, `numbers` are 0-dim float64 tensors."""
+        raise NotImplementedError
+
+    def _buffers(self, state: dict) -> list:
+        """A parameter's state tensors, in the order `_fused` reads them."""
+        return []
+
+    def _fused_step(self, index: int, group: dict, params: list) -> bool:
+        # (on the interpreter a traced update runs the same ops one by one: no gain)
+        if group.get("foreach") is False or group.get("maximize") or \
+                os.environ.get("TRACEJIT_BACKEND") == "interpret" or any(
+                type(p._data) is not np.ndarray or p.grad is None or
+                type(p.grad._data) is not np.ndarray for p in params):
+            return False
+        states = [self.state.setdefault(p, {}) for p in params]
+        numbers = self._numbers(group, states)
+        if numbers is None:
+            return False
+        from ..capture.trace import trace
+        from ..tensor.creation import tensor
+
+        numbers = tuple(tensor(x, dtype=dt.float64) for x in numbers)
+        args = (params, [p.grad for p in params], [self._buffers(st) for st in states],
+                numbers)
+        # the group's other settings are constants of the trace: new settings, new trace
+        key = (index, tuple((k, v) for k, v in sorted(group.items())
+                            if k not in ("params", "lr", "initial_lr")))
+        fused = self._traces.get(key) if self._traces is not None else None
+        if fused is None:
+            if self._traces is None:
+                self._traces = {}
+            scratch = ([p.detach().clone().requires_grad_(p.requires_grad) for p in params],
+                       args[1],
+                       [[b.clone() for b in bs] for bs in args[2]], numbers)
+
+            def update(params, grads, buffers, numbers, group=group):
+                self._fused(params, grads, buffers, numbers, group)
+            # traced on copies: recording runs the update, which must happen once
+            fused = self._traces[key] = trace(update, scratch)
+        fused(*args)
+        return True
 
     def _scaled(self, d, factor: float):
         """d * factor, written into one scratch array the updates share. A fresh
