@@ -35,7 +35,8 @@ class Adam(Optimizer):
     def _numbers(self, group: dict, states: list):
         """(1 - lr * wd, lr / (1 - b1^t), sqrt(1 - b2^t)) of the step the states take."""
         steps = {st.get("step") for st in states}
-        if len(steps) != 1 or None in steps or (group["amsgrad"] and "max_exp_avg_sq" not in states[0]):
+        if len(steps) != 1 or None in steps or (
+                group["amsgrad"] and "max_exp_avg_sq" not in states[0]):
             return None
         t = steps.pop() + 1
         for st in states:
