@@ -135,6 +135,9 @@ def _in_disk_cache(kernel, sig) -> bool:
 def _send(key, module, name: str, sig) -> None:
     if not _WORKER:
         _WORKER.append(_start())
+    if _WORKER[0][0].poll() is not None:  # it died (killed from outside): compile at the call
+        _finish(key, "the compiler process is gone", 0.0)
+        return
     with open(module.__file__, encoding="utf-8") as f:
         _WORKER[0][2].put((key, f.read(), name, sig))  # the writer thread sends it
 
@@ -204,12 +207,13 @@ def _collect() -> None:
             answer = answers.get_nowait()
         except queue.Empty:
             break
-        if answer is None:  # the worker is gone: what it had not done compiles at calls
-            for key, job in _JOBS.items():
-                if not job.done:
-                    _finish(key, "the compiler process is gone", 0.0)
+        if answer is None:
             break
         _finish(*answer)
+    if _WORKER[0][0].poll() is not None:  # the worker is gone (its answers taken above):
+        for key, job in _JOBS.items():    # what it had not done compiles at the calls
+            if not job.done:
+                _finish(key, "the compiler process is gone", 0.0)
 
 
 def _finish(key, error, seconds: float) -> None:
