@@ -96,7 +96,10 @@ class HostProgram:
     Raises Unsupported when some part needs the interpreter (a region Numba cannot
     compile, a size known only from data, an in-place update of an input)."""
 
-    def __init__(self, graph: Graph, bindings: list | None = None):
+    def __init__(self, graph: Graph, bindings: list | None = None,
+                 donate: dict | None = None):
+        """`donate`: {value: input} whose kernel may write the value into the input's
+        array (a graph returning inputs' new values, written back into them after)."""
         from ..tensor.tensor import Tensor
 
         if graph.mutations:
@@ -117,7 +120,10 @@ class HostProgram:
                 em.ns[f"g{k}"] = node
                 em.lines.append(f"_guard(g{k}, {args[0]})")
             elif node.op == FUSED:
-                self._emit_region(em, node, args, outs)
+                into = [names[donate[v]] if donate and v in donate and
+                        _writable_in_place(graph, k, node, donate[v]) else None
+                        for v in node.outputs]
+                self._emit_region(em, node, args, outs, into)
             else:
                 self._emit_op(em, node, args, outs[0])
         body = "\n".join(em.lines)
@@ -179,7 +185,7 @@ class HostProgram:
         em.lines.append(f"{out} = {call}  # {node.op}")
 
     @staticmethod
-    def _emit_region(em: _Emitter, node, args: list, outs: list) -> None:
+    def _emit_region(em: _Emitter, node, args: list, outs: list, into=None) -> None:
         region = node.regions[0]
         kernel = compile_region(region, node.source, node.attrs["kind"])
         if kernel is None:  # no kernel (float16, say): the region's ops one by one
@@ -214,7 +220,9 @@ class HostProgram:
             call = f"{kname}.run([{', '.join(args)}], {zs}, {loop_src}, {env})"
         else:
             out_shapes = "(" + "".join(em.shape(v.shape) + ", " for v in region.outputs) + ")"
-            call = f"{kname}.run([{', '.join(args)}], {zs}, {out_shapes}, {loop_src}, {env})"
+            call = f"{kname}.run([{', '.join(args)}], {zs}, {out_shapes}, {loop_src}, {env}"
+            call += f", [{', '.join(x or 'None' for x in into)}])" if into and any(into) \
+                else ")"
         em.lines.append(f"{''.join(o + ', ' for o in outs)}= {call}  # fused {node.source}")
 
 
@@ -254,6 +262,25 @@ def _as_sym(region: Graph, src: str) -> SymInt:
     raise Unsupported(f"size {src}")
 
 
+def _writable_in_place(graph: Graph, k: int, node, target: Value) -> bool:
+    """Whether fused node `k` may write a new value of input `target` into its array:
+    the kernel reads `target` at each point of a loop of target's shape (the other
+    operands no larger, so each element is read before it is written and never after),
+    and no later node or output reads the old value."""
+    shape = tuple(map(str, target.shape))
+    if target not in node.inputs or target in graph.outputs:
+        return False
+    for v in node.outputs + [x for x in node.inputs if isinstance(x, Value)]:
+        dims = tuple(map(str, v.shape))
+        if dims != shape and any(d != "1" for d in dims):
+            return False
+    for later in graph.nodes[k + 1:]:
+        if any(x is target for x in later.inputs) or any(
+                target in r.inputs for r in later.regions):
+            return False
+    return True
+
+
 def _promote(em: _Emitter, op, node, args: list) -> list:
     """Casts to the op's compute dtype, decided once from the value types (what eager
     dispatch decides per call)."""
@@ -270,10 +297,11 @@ def _promote(em: _Emitter, op, node, args: list) -> list:
     return out
 
 
-def host_program(graph: Graph, bindings: list | None = None) -> HostProgram | None:
+def host_program(graph: Graph, bindings: list | None = None,
+                 donate: dict | None = None) -> HostProgram | None:
     """The host program of a graph, or None when it must be interpreted."""
     try:
-        return HostProgram(graph, bindings)
+        return HostProgram(graph, bindings, donate)
     except Unsupported:
         return None
 

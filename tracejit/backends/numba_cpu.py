@@ -448,14 +448,19 @@ class RegionKernel:
         shape = np.broadcast_shapes(*out_shapes, *[a.shape for a in arrays])
         return self.run(arrays, zs, out_shapes, shape)
 
-    def run(self, arrays: list, zs, out_shapes, shape: tuple, env=None) -> list:
+    def run(self, arrays: list, zs, out_shapes, shape: tuple, env=None, into=None) -> list:
         """The kernel on input arrays, with sizes, output shapes and the loop shape
         already worked out (a host program computes them from its own sizes; `env`: the
-        values of the size symbols the region's ops name, for running them op by op)."""
+        values of the size symbols the region's ops name, for running them op by op;
+        `into`: per output, an array to write it into, or None)."""
         if self.failed:
             return evaluate_by_ops(self.region, arrays, zs, list(zip(self.region.outputs,
                                                                      out_shapes)), env)
-        outs = [np.empty(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
+        # (outputs written into arrays the host program gives: inputs' new values)
+        outs = [a if into and a is not None and a.shape == tuple(s) and a.dtype == d and
+                a.flags.c_contiguous and a.flags.writeable else np.empty(s, d)
+                for a, s, d in zip(into or [None] * len(out_shapes), out_shapes,
+                                   self.out_dtypes)]
         n = 1
         for d in shape:
             n *= d

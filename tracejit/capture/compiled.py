@@ -15,12 +15,12 @@ from ..core.log import log  # noqa: F401 (the capture modules log through here)
 BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only they decide)
 
 
-def program_for(graph, backend: str, bindings: list):
+def program_for(graph, backend: str, bindings: list, donate: dict | None = None):
     from ..backends.host import host_program, returns_views
 
     if backend != "numba" or returns_views(graph) or graph.is_script():
         return None
-    return host_program(graph, bindings)
+    return host_program(graph, bindings, donate)
 
 
 class CompiledGraph:
@@ -28,6 +28,7 @@ class CompiledGraph:
     from the inputs' shapes; `shape_guards` are what the callers have checked already."""
 
     UNSET = object()
+    donate: dict = {}  # new value -> the input whose storage its kernel may write (below)
 
     def __init__(self, graph, backend: str, bindings: list, shape_guards=()):
         self.graph = graph
@@ -72,7 +73,7 @@ class CompiledGraph:
         update carries a gradient (eager autograd records it then)."""
         from ..autograd.grad_mode import no_grad
         from ..ops import OPS
-        from ..tensor.dispatch import apply_inplace
+        from ..tensor.dispatch import apply_inplace, counter
         from .autodiff import traced_call
 
         targets = self._mutated
@@ -90,6 +91,9 @@ class CompiledGraph:
             inner = self._functional = CompiledGraph(plain, self.backend, self.bindings,
                                                      self.shape_guards)
             inner.stats = self.stats
+            # a kernel may write an input's new value into the input itself (the write
+            # below then only counts the version), where nothing reads the old one after
+            inner.donate = {new: t for t, new in g.mutations}
             if grad and any(tensors[i]._rg for i in targets):
                 return None
         n = len(self.graph.outputs)
@@ -103,13 +107,17 @@ class CompiledGraph:
             outs = inner.run_forward(tensors)
         with no_grad():
             for i, value in zip(targets, outs[n:]):
-                apply_inplace(OPS.setitem, tensors[i], value, index=(Ellipsis,))
+                if value._data is tensors[i]._data:  # written in place by its kernel
+                    counter(tensors[i])[0] += 1
+                else:
+                    apply_inplace(OPS.setitem, tensors[i], value, index=(Ellipsis,))
         return outs[:n]
 
     def run_forward(self, tensors: list) -> list:
         program = self._program
         if program is CompiledGraph.UNSET:
-            program = self._program = program_for(self.graph, self.backend, self.bindings)
+            program = self._program = program_for(self.graph, self.backend, self.bindings,
+                                                  self.donate)
         if program is not None and not (STATE.grad_enabled and any(t._rg for t in tensors)):
             return program.run(tensors)
         env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
