@@ -129,8 +129,8 @@ def test_a_foreach_step_writes_into_the_parameters_and_buffers(name, kwargs, mon
     w = tj.zeros(1 << 18, requires_grad=True)    # 1 MB
     opt = getattr(tj.optim, name)([w], **kwargs)
     w.grad = tj.ones(1 << 18)
-    for _ in range(3):  # the eager first step, the trace, then a compiled step
-        opt.step()
+    for _ in range(8):  # the eager first step, the trace, compiled steps (threaded from
+        opt.step()      # the third: its twin compiles then, allocating as compiles do)
     storage, version = w._data, w._version
     tracemalloc.start()
     try:
