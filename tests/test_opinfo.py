@@ -48,3 +48,23 @@ def test_opinfo_samples_match_pytorch(eid, check, runner, request):
 def test_every_known_failure_names_an_entry_and_check():
     for eid, check in opinfo.KNOWN_FAILURES:
         assert eid in opinfo.entries() and check in opinfo.checks_of(opinfo.entries()[eid])
+
+
+def test_names_resolve_as_pytorch_spells_them():
+    found = {eid: e.where for eid, e in opinfo.entries().items()}
+    assert found["add"] == "tracejit.add"
+    assert found["nn.functional.relu"] == "tracejit.nn.functional.relu"
+    assert found["T"] == "Tensor.T"                          # a property
+    assert found["div.trunc_rounding"] == "tracejit.div"     # variants are entries of their own
+    assert "trace" not in found                              # tj.trace is the tracing JIT
+
+
+def test_the_coverage_table_gives_rates_fusion_and_reasons(tmp_path, capsys):
+    path = tmp_path / "ops.md"
+    opinfo.main(["--markdown", str(path), "--ops", r"^(sin|round\.decimals_3)$",
+                 "--samples", "1"])
+    text = path.read_text()
+    assert "| sin | `tracejit.sin` | 5/5 (100%) | 2/2 (100%) | 5/5 (100%) | - | yes |" in text
+    assert "**round.decimals_3**" in text
+    assert opinfo.KNOWN_FAILURES["round.decimals_3", "forward"] in text
+    assert "- forward: 5/7 (71%) of samples" in capsys.readouterr().out

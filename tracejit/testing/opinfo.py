@@ -40,7 +40,6 @@ ADAPTERS: dict[str, Callable] = {
 }
 
 
-
 def _known(ops: str, checks: str, reason: str) -> dict:
     return {(op, check): reason for op in ops.split() for check in checks.split()}
 
@@ -60,7 +59,8 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
              "computes the length and values in double and truncates; lengths and values "
              "differ"),
     **_known("arange", "errors", "no error when the step's sign disagrees with end - start; "
-             "ZeroDivisionError and OverflowError where PyTorch raises RuntimeError"),
+             "ZeroDivisionError, OverflowError and TypeError where PyTorch raises RuntimeError "
+             "or ValueError"),
     **_known("dot sum_to_size eye", "errors", "ValueError where PyTorch raises RuntimeError"),
     **_known("sum_to_size", "forward", "int32 and bool inputs keep their dtype (PyTorch sums "
              "integers to int64)"),
@@ -466,26 +466,32 @@ class Runner:
 
     def __init__(self, backend: str = "interpret"):
         self.backend = backend
-        self._samples: dict = {}   # (entry id, dtype) -> (generator, samples so far)
+        self._samples: dict = {}   # (entry id, dtype) -> [generator, samples, rng state]
         self._results: dict = {}   # (entry id, dtype, index) -> [Result]
         self._errors: dict = {}    # entry id -> [Result]
 
     def _sample(self, entry: Entry, dtype: str, k: int):
+        """Sample k of PyTorch's generator for the entry and dtype. The generator draws from
+        a random state of its own, so that sample k is the same whichever samples and ops
+        ran before (the test and the coverage table see the same samples)."""
         import torch
 
         key = (entry.id, dtype)
-        if key not in self._samples:
-            torch.manual_seed(0)
-            op = entry.opinfo
-            grad = op.supports_autograd and dtype.startswith("float")
-            gen = op.sample_inputs("cpu", getattr(torch, dtype), requires_grad=grad)
-            self._samples[key] = (iter(gen), [])
-        gen, got = self._samples[key]
-        while len(got) <= k:
-            nxt = next(gen, None)
-            if nxt is None:
-                return None
-            got.append(nxt)
+        with torch.random.fork_rng(devices=[]):
+            if key not in self._samples:
+                torch.manual_seed(0)
+                op = entry.opinfo
+                grad = op.supports_autograd and dtype.startswith("float")
+                gen = op.sample_inputs("cpu", getattr(torch, dtype), requires_grad=grad)
+                self._samples[key] = [iter(gen), [], torch.get_rng_state()]
+            gen, got, state = self._samples[key]
+            torch.set_rng_state(state)
+            while len(got) <= k:
+                nxt = next(gen, None)
+                if nxt is None:
+                    return None
+                got.append(nxt)
+            self._samples[key][2] = torch.get_rng_state()
         return got[k]
 
     def results(self, entry: Entry, check: str, limit: int | None = None,
@@ -655,7 +661,7 @@ def check_errors(entry: Entry) -> list[Result]:
         want = ei.error_type.__name__ + (f" ({_NUMBER.sub('N', ei.error_regex)[:80]})"
                                          if ei.error_regex else "")
         if not _is_torch(s.input):
-            want += f" for a {type(s.input).__name__} input"
+            want += f" for a Python {type(s.input).__name__} input"
         try:
             _call(entry.call, args)
         except ei.error_type:
@@ -712,7 +718,8 @@ def coverage(limit: int | None = None, backend: str = "interpret", select=None,
     return out
 
 
-def markdown(cov: dict, limit: int | None, seconds: float, backend: str = "interpret") -> str:
+def markdown(cov: dict, limit: int | None, backend: str = "interpret") -> str:
+    """The coverage table of `coverage()`'s results, as docs/ops.md has it."""
     import torch
 
     ents = entries()
@@ -738,7 +745,7 @@ def markdown(cov: dict, limit: int | None, seconds: float, backend: str = "inter
         f"(PyTorch {torch.__version__.split('+')[0]}; traced calls on the "
         f"`{backend}` backend; "
         + ("every sample" if limit is None else f"the first {limit} samples of each dtype")
-        + f"; {seconds:.0f} s). Do not edit by hand.",
+        + "). Do not edit by hand.",
         "",
         "Each OpInfo of `torch.testing._internal.common_methods_invocations.op_db` whose name "
         "(or an alias) tracejit exposes (in `tracejit`, `tracejit.nn.functional`, or as a "
@@ -764,7 +771,8 @@ def markdown(cov: dict, limit: int | None, seconds: float, backend: str = "inter
         rates = [p / n for p, n in (_rate(by[check]) for by in cov.values() if check in by)
                  if n]
         lines.append(f"- {check}: {_cell(p, n)} of samples; mean pass rate per op "
-                     f"{100 * sum(rates) / max(len(rates), 1):.1f}% over {len(rates)} ops")
+                     f"{100 * sum(rates) / len(rates):.1f}% over {len(rates)} ops" if n
+                     else f"- {check}: no samples")
     lines += ["", "## Most common failure reasons", "",
               "Eager and traced failures of the same cause counted together.", "",
               "| checks failed | reason | ops |", "|---|---|---|"]
@@ -793,11 +801,18 @@ def markdown(cov: dict, limit: int | None, seconds: float, backend: str = "inter
         if parts:
             lines.append(f"- **{eid}**")
             lines += parts
-    skipped = Counter(r.skipped for by in cov.values() for rs in by.values() for r in rs
-                      if r.skipped)
+    skipped: Counter = Counter()
+    skipped_ops: dict = defaultdict(set)
+    for eid, by_check in cov.items():
+        for r in (r for rs in by_check.values() for r in rs if r.skipped):
+            skipped[r.skipped] += 1
+            skipped_ops[r.skipped].add(eid)
     if skipped:
-        lines += ["", "## Samples not compared", ""]
-        lines += [f"- {n} x {_md(s)}" for s, n in skipped.most_common()]
+        lines += ["", "## Samples not compared", "",
+                  "Checks of samples holding what tracejit has no counterpart for, by cause; "
+                  "an op whose row shows `-` for every check had no other samples.", ""]
+        lines += [f"- {n} x {_md(s)}: {', '.join(sorted(skipped_ops[s]))}"
+                  for s, n in skipped.most_common()]
     lines += ["", "## OpInfos tracejit does not expose", "",
               ", ".join(f"`{n}`" for n in unmatched)]
     if NAME_CLASHES:
@@ -826,12 +841,13 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     cov = coverage(args.samples, args.backend, args.ops,
                    progress=(lambda s: print(s, file=sys.stderr)) if args.verbose else None)
-    text = markdown(cov, args.samples, time.perf_counter() - start, args.backend)
+    text = markdown(cov, args.samples, args.backend)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
     summary = text.split("## Most common failure reasons")[0].split("## Summary")[1]
     print(summary.strip())
+    print(f"({time.perf_counter() - start:.0f} s)")
     return 0
 
 
