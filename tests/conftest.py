@@ -1,3 +1,4 @@
+import importlib.util
 import os
 
 import numpy as np
@@ -27,6 +28,9 @@ def pytest_addoption(parser):
     parser.addoption("--fast", action="store_true",
                      help="the fast tier: leave out tests marked `compile`; a test that "
                           "compiles with Numba anyway fails, naming the mark it needs")
+    parser.addoption("--opinfo-full", action="store_true",
+                     help="tests/test_opinfo.py: run every OpInfo sample of every op (the "
+                          "default runs the first samples of each dtype)")
 
 
 def pytest_configure(config):
@@ -85,3 +89,12 @@ def has_torch() -> bool:
 
 requires_torch = pytest.mark.skipif(not has_torch(), reason="PyTorch oracle not installed "
                                     "(pip install '.[bench]')")
+
+
+def has_opinfo() -> bool:
+    """PyTorch's op database (torch.testing._internal) imports expecttest beside torch."""
+    return has_torch() and importlib.util.find_spec("expecttest") is not None
+
+
+requires_opinfo = pytest.mark.skipif(not has_opinfo(), reason="PyTorch's OpInfo database "
+                                     "needs torch and expecttest (pip install '.[test,bench]')")
