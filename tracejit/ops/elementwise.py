@@ -53,7 +53,8 @@ def _binary(name, impl, expr, vjp=None, rule=PROMOTE, saves=(0, 1), save_out=Fal
 
 
 def _sigmoid(x, out=None):
-    r = np.tanh(np.multiply(x, 0.5, out=out), out=out)
+    r = np.asarray(np.multiply(x, 0.5, out=out))  # (a 0-d input gives a numpy scalar)
+    r = np.tanh(r, out=r)
     r = np.multiply(r, 0.5, out=r)
     return np.add(r, 0.5, out=r)
 
@@ -67,7 +68,7 @@ def _leaky_relu(x, negative_slope=0.01, out=None):
 
 
 def _rsqrt(x, out=None):
-    r = np.sqrt(x, out=out)
+    r = np.asarray(np.sqrt(x, out=out))  # (a 0-d input gives a numpy scalar)
     return np.divide(1, r, out=r)
 
 

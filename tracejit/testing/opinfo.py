@@ -51,10 +51,6 @@ NUMBER_FIRST = "accepts a Python number where PyTorch's signature takes a tensor
 # strict xfail, so that a fix shows as an unexpected pass; docs/ops.md lists them with the
 # failures of each sample.
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    **_known("acos acosh", "grad traced",
-             "backward of a 0-d input raises TypeError (return arrays must be of ArrayType)"),
-    **_known("sigmoid rsqrt nn.functional.silu", ALL3,
-             "a 0-d input raises TypeError (return arrays must be of ArrayType)"),
     **_known("arange", FWD, "a float start, end or step with an integer dtype: PyTorch "
              "computes the length and values in double and truncates; lengths and values "
              "differ"),
