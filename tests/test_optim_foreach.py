@@ -140,3 +140,21 @@ def test_a_foreach_step_writes_into_the_parameters_and_buffers(name, kwargs, mon
         tracemalloc.stop()
     assert peak < (1 << 18)  # well under the 1 MB one temporary would take
     assert w._data is storage and w._version > version
+
+
+def test_a_setting_that_cannot_key_a_trace_keeps_the_eager_loop(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
+    results = []
+    for betas in ([0.9, 0.99], (0.9, 0.99)):  # a list is no trace key: the loop runs
+        params = _params()
+        opt = tj.optim.Adam(params, lr=1e-2)
+        opt.param_groups[0]["betas"] = betas
+        for _ in range(4):
+            for p in params:
+                p.grad = tj.ones_like(p)
+            opt.step()
+        assert opt.state[params[0]]["step"] == 4
+        assert (opt._traces is None) == isinstance(betas, list)
+        results.append([p.detach().numpy() for p in params])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

@@ -95,8 +95,15 @@ class Optimizer:
                 type(p._data) is not np.ndarray or p.grad is None or
                 type(p.grad._data) is not np.ndarray for p in params):
             return False
+        # the group's other settings are constants of the trace: new settings, new trace
+        key = (index, tuple((k, v) for k, v in sorted(group.items())
+                            if k not in ("params", "lr", "initial_lr")))
+        try:
+            hash(key)
+        except TypeError:  # a setting that is a list or a tensor: the eager loop
+            return False
         states = [self.state.setdefault(p, {}) for p in params]
-        numbers = self._numbers(group, states)
+        numbers = self._numbers(group, states)  # (advances the states' step counts)
         if numbers is None:
             return False
         from ..capture.trace import trace
@@ -105,9 +112,6 @@ class Optimizer:
         numbers = tuple(tensor(x, dtype=dt.float64) for x in numbers)
         args = (params, [p.grad for p in params], [self._buffers(st) for st in states],
                 numbers)
-        # the group's other settings are constants of the trace: new settings, new trace
-        key = (index, tuple((k, v) for k, v in sorted(group.items())
-                            if k not in ("params", "lr", "initial_lr")))
         fused = self._traces.get(key) if self._traces is not None else None
         if fused is None:
             if self._traces is None:
