@@ -46,7 +46,7 @@ PROGRESS_AFTER = 2.0   # seconds a compile runs before the progress line
 FLUSH_AT_EXIT = 0.5    # seconds an exiting program spends handing queued jobs over
 _LOCK = threading.Lock()
 _JOBS: dict = {}       # (module name, kernel name, signature) -> Job
-_WORKER: list = []     # [(process, job queue, result queue)] once started
+_WORKER: list = []     # [(process, answers queue, jobs outbox)] once started
 _SHOWN = [0.0]         # when the last progress line was printed
 _SWITCH: list = [None]  # set_enabled's choice (None: the environment variable decides)
 
