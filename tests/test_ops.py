@@ -9,6 +9,7 @@ import tracejit as tj
 from tracejit.ops import OPS
 from tracejit.ops.rules import aval_of
 from tracejit.tensor.dispatch import apply
+from conftest import requires_torch
 
 from op_samples import SAMPLES
 
@@ -264,3 +265,37 @@ def test_the_compute_dtype_rule_on_types_is_eager_dispatch_s():
             tensors = [tj.zeros(*(2,) * n, dtype=d) if kind == "t" else d
                        for kind, d, n in combo]
             assert compute_dtype(op, avals) == _compute_dtype(op, tensors), (op.name, combo)
+
+
+@requires_torch
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+def test_truncating_division_keeps_integers_and_matches_pytorch(dtype):
+    import torch
+
+    a = np.array([7, -7, 5, -6, 0, -1, 9], dtype=dtype)
+    b = np.array([2, 2, -3, -4, 3, 5, -9], dtype=dtype)
+    for other in (b, 3, -4):
+        want = torch.div(torch.tensor(a), torch.tensor(other) if isinstance(other, np.ndarray)
+                         else other, rounding_mode="trunc").numpy()
+        y = tj.tensor(other) if isinstance(other, np.ndarray) else other
+        got = tj.div(tj.tensor(a), y, rounding_mode="trunc").numpy()
+        traced = tj.trace(lambda x, y=y: tj.div(x, y, rounding_mode="trunc"), (tj.tensor(a),))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(traced(tj.tensor(a)).numpy(), want)
+    with pytest.raises(RuntimeError, match="rounding_mode to be one of None, 'trunc', or "
+                                           "'floor' but found 'typo'"):
+        tj.div(tj.tensor(a), 2, rounding_mode="typo")
+
+
+@requires_torch
+def test_nll_loss_without_reduction_keeps_the_target_s_shape():
+    import torch
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype("float32")
+    y = np.random.default_rng(1).integers(0, 3, (2, 4, 5))
+    y[0, 0, 0] = -100
+    want = torch.nn.functional.nll_loss(torch.tensor(x), torch.tensor(y), reduction="none")
+    got = tj.nn.functional.nll_loss(tj.tensor(x), tj.tensor(y), reduction="none")
+    assert tuple(got.shape) == tuple(want.shape) == (2, 4, 5)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

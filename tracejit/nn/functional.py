@@ -101,6 +101,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
 
     input is [N, C] (or [C]); target holds class indices in [0, C).
     """
+    shape = target.shape  # (reduction="none" gives a loss of the target's shape)
     if input.ndim == 1:
         input, target = F.unsqueeze(input, 0), F.unsqueeze(target, 0)
     if input.ndim > 2:  # [N, C, d1, ...] -> [N*d1*..., C]
@@ -122,6 +123,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     loss = picked * w
     if reduction == "mean":
         return F.sum(loss) / F.sum(w)
+    if reduction == "none":
+        return F.reshape(loss, shape)
     return _reduce(loss, reduction)
 
 

@@ -76,9 +76,23 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
+        if _integral(input) and _integral(other):  # PyTorch keeps the integer dtype
+            q = floor_divide(input, other)
+            inexact = remainder(input, other) != 0
+            return where(inexact & ((_operand(input) < 0) != (_operand(other) < 0)), q + 1, q)
         q = div(input, other)
         return where(q < 0, neg(floor(neg(q))), floor(q)) if q.is_floating_point() else q
+    if rounding_mode is not None:
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found '{rounding_mode}'")
     return apply(OPS.div, _operand(input), _operand(other))
+
+
+def _integral(x) -> bool:
+    """An integer tensor or a Python int (not a bool)."""
+    if isinstance(x, Tensor):
+        return x.dtype.category == 1
+    return isinstance(x, (int, SymInt)) and not isinstance(x, bool)
 
 
 def floor_divide(input, other):

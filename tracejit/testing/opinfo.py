@@ -64,8 +64,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
              "not fit the call with a size it recorded (runs eagerly)"),
     **_known("copysign eq fmod ge gt le lt ne logaddexp max.binary maximum min.binary minimum "
              "logical_and logical_or logical_xor hypot pow remainder", "errors", NUMBER_FIRST),
-    **_known("div.trunc_rounding", FWD, "integer division with rounding_mode='trunc' returns "
-             "float32 (PyTorch keeps the integer dtype)"),
     **_known("div.floor_rounding remainder __rmod__", "grad traced", "the result does not "
              "require grad (PyTorch differentiates it: 0 for floor division, 1 for "
              "remainder's dividend)"),
@@ -141,8 +139,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("std.unbiased var.unbiased", ALL3, "the positional unbiased flag (std(x, True)) "
              "is read as a dim and raises TypeError"),
     **_known("prod", FWD, "dtype= is ignored for int32 and bool inputs (returns int64)"),
-    **_known("nn.functional.nll_loss", ALL3, "reduction='none' returns the wrong shape: (1,) "
-             "for an unbatched input, flat for K-dim inputs"),
 }
 
 
