@@ -620,3 +620,97 @@ def _adaptive_bins(x, h, w, oh, ow):
                        keepdim=True) for j in range(ow)]
         rows.append(F.cat(cols, 3))
     return F.cat(rows, 2)
+
+
+# ---- attention -----------------------------------------------------------------------------
+def _attention_checks(query, key, value, attn_mask, dropout_p: float) -> None:
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be at least 2 dimensional, "
+                           f"but got query.dim: {query.ndim} key.dim: {key.ndim} and "
+                           f"value.dim: {value.ndim} instead.")
+    if not query.dtype is key.dtype is value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {query.dtype.name} key.dtype: {key.dtype.name} and "
+                           f"value.dtype: {value.dtype.name} instead.")
+    if not query.is_floating_point():
+        raise RuntimeError(f"scaled_dot_product_attention: expected floating-point query, "
+                           f"key and value, got {query.dtype.name}")
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(f"scaled_dot_product_attention: query and key must have the same "
+                           f"embedding size, got {query.shape[-1]} and {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: key and value must have the same "
+                           f"sequence length, got {key.shape[-2]} and {value.shape[-2]}")
+    if attn_mask is not None and attn_mask.dtype is not dt.bool_ and \
+            attn_mask.dtype is not query.dtype:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {attn_mask.dtype.name} and "
+                           f"query.dtype: {query.dtype.name} instead.")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got "
+                           f"{dropout_p}")
+
+
+def _repeat_heads(x, groups: int):
+    """Each head of [..., H, S, E] repeated `groups` times in place: [..., H * groups, S, E]
+    (PyTorch's repeat_interleave along dim -3, for grouped-query attention)."""
+    if groups == 1:
+        return x
+    *batch, h, s, e = x.shape
+    x = F.expand(F.unsqueeze(x, -3), (*batch, h, groups, s, e))
+    return F.reshape(x, (*batch, h * groups, s, e))
+
+
+def _safe_softmax(scores):
+    """softmax over the last dim, a row masked everywhere (all -inf) giving zeros, as
+    PyTorch's attention does. The row's maximum is shifted to 0 when it is -inf and the
+    sum replaced by 1 when it is 0, so no NaN is made, in the values or the gradient;
+    the same two reductions and elementwise steps as softmax, fused alike."""
+    m = F.amax(scores, -1, keepdim=True).detach()
+    e = F.exp(scores - F.where(m == -math.inf, 0.0, m))
+    s = F.sum(e, -1, keepdim=True)
+    return e / F.where(s == 0.0, 1.0, s)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False):
+    """softmax(query @ key^T * scale + mask) @ value over the last two dims, the leading
+    dims broadcast (PyTorch's math). query [..., L, E], key [..., S, E], value [..., S, Ev];
+    scale defaults to 1/sqrt(E). `attn_mask` broadcasts to [..., L, S]: a bool mask keeps
+    the positions that are True, a float mask is added to the scores. `is_causal` keeps
+    key j <= query i (the lower triangle from the top left). A query whose every key is
+    masked gives zeros. Dropout (`dropout_p`) applies to the attention weights whenever
+    it is > 0. `enable_gqa` repeats each key and value head for the query heads it serves
+    (dim -3 of query a multiple of theirs).
+
+    >>> q = k = v = tj.randn(2, 4, 5, 8)              # batch, heads, seq, head_dim
+    >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+    tracejit.Size([2, 4, 5, 8])
+    """
+    _attention_checks(query, key, value, attn_mask, dropout_p)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
+    if enable_gqa and query.ndim >= 3:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise RuntimeError(f"Number of heads in key and value must divide the number of "
+                               f"heads in query, got query heads {hq}, key heads {hk} and "
+                               f"value heads {hv}")
+        key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = F.matmul(query * scale, F.transpose(key, -2, -1))
+    if is_causal:
+        from ..tensor.creation import ones
+
+        attn_mask = F.tril(ones(query.shape[-2], key.shape[-2], dtype=dt.bool_,
+                                device=query.device))
+    if attn_mask is not None:
+        scores = F.where(attn_mask, scores, -math.inf) if attn_mask.dtype is dt.bool_ \
+            else scores + attn_mask
+    weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return F.matmul(weights, value)
