@@ -686,3 +686,74 @@ def test_deepcopy_of_a_module_is_independent_and_keeps_tied_weights_tied():
     assert not tj.equal(c.emb.weight, m.emb.weight) and m.count.item() == 0
     x = tj.tensor([1, 2])
     assert c.out(c.emb(x)).shape == (2, 5)
+
+
+def test_deepcopy_inside_a_trace_runs_eagerly():
+    def double_a_copy(x):
+        return copy.deepcopy(x) * 2
+
+    with pytest.warns(RuntimeWarning, match="copy.deepcopy of a tensor"):
+        traced = tj.trace(double_a_copy, (tj.randn(3),))
+    out = traced(tj.ones(3))
+    assert tj.equal(out, tj.full((3,), 2.0)) and traced.stats["compiles"] == 0
+
+
+# ---- nn.Module API the Transformer family leans on --------------------------------------------
+
+def test_register_buffer_again_sets_its_persistence_anew():
+    m = nn.Linear(2, 2)
+    m.register_buffer("steps", tj.zeros(1), persistent=False)
+    assert "steps" not in m.state_dict() and [n for n, _ in m.named_buffers()] == ["steps"]
+    m.register_buffer("steps", tj.zeros(1))
+    assert "steps" in m.state_dict()
+    with pytest.raises(TypeError, match="tracejit.Tensor or None"):
+        m.register_buffer("steps", [0.0])
+
+
+def test_get_submodule_parameter_and_buffer_by_dotted_path():
+    model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+                           dim_feedforward=16)
+    layer = model.get_submodule("encoder.layers.1")
+    assert layer is model.encoder.layers[1] and model.get_submodule("") is model
+    assert model.get_parameter("encoder.layers.1.linear1.weight") is layer.linear1.weight
+    bn = nn.Sequential(nn.BatchNorm1d(3))
+    assert bn.get_buffer("0.running_mean") is bn[0].running_mean
+    with pytest.raises(AttributeError, match="no attribute `layer`"):
+        model.get_submodule("encoder.layer.1")
+    with pytest.raises(AttributeError, match="no parameter `weights`"):
+        model.get_parameter("encoder.norm.weights")
+
+
+def test_numbered_containers_delete_insert_and_pop_renumbering_as_pytorch():
+    a, b, c = nn.Linear(1, 1), nn.ReLU(), nn.Linear(1, 2)
+    lst = nn.ModuleList([a, b, c])
+    del lst[0]
+    assert list(lst._modules) == ["0", "1"] and lst[0] is b
+    assert lst.pop() is c and len(lst) == 1
+    lst += [c]
+    assert list(lst) == [b, c] and list(lst + nn.ModuleList([a])) == [b, c, a]
+    lst.insert(0, a)
+    assert list(lst._modules.items()) == [("0", a), ("1", b), ("2", c)]
+    del lst[1:]
+    assert list(lst) == [a]
+    seq = nn.Sequential(a, b).extend([c])
+    seq.insert(1, nn.Identity())
+    assert [type(m).__name__ for m in seq] == ["Linear", "Identity", "ReLU", "Linear"]
+    assert seq.pop(1).__class__ is nn.Identity and list(seq._modules) == ["0", "1", "2"]
+    del seq[-1]
+    assert seq(tj.ones(2, 1)).shape == (2, 1)
+    with pytest.raises(IndexError):
+        del seq[5]
+
+
+def test_module_dict_update_and_pop():
+    heads = nn.ModuleDict({"a": nn.Linear(2, 1)})
+    heads.update({"b": nn.Linear(2, 3)})
+    heads.update([("c", nn.Identity())])
+    assert list(heads.keys()) == ["a", "b", "c"]
+    assert isinstance(heads.pop("c"), nn.Identity) and "c" not in heads
+
+
+def test_identity_returns_its_input_and_ignores_arguments():
+    x = tj.randn(2)
+    assert nn.Identity(54, unused="x")(x) is x

@@ -2,7 +2,7 @@
 from . import functional, init, parallel, utils
 from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
                      BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Dropout2d,
-                     Embedding, Flatten, GELU, LayerNorm, LeakyReLU, Linear, MaxPool2d,
+                     Embedding, Flatten, GELU, Identity, LayerNorm, LeakyReLU, Linear, MaxPool2d,
                      ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle, PixelUnshuffle,
                      ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
 from .module import Module
@@ -19,4 +19,4 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
            "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "MultiheadAttention", "Transformer",
            "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
-           "TransformerDecoderLayer"]
+           "TransformerDecoderLayer", "Identity"]

@@ -335,6 +335,8 @@ class Tensor:
         """
         if id(self) in memo:
             return memo[id(self)]
+        if STATE.capture is not None:  # the copy would freeze this call's values
+            STATE.capture.unsupported("copy.deepcopy of a tensor")
         if self.grad_fn is not None:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
                                "support the deepcopy protocol at the moment; this tensor has "
