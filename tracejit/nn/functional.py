@@ -764,8 +764,7 @@ def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads: 
     return batched
 
 
-def _in_projection(query, key, value, embed_dim: int, in_proj_weight, in_proj_bias,
-                   separate: tuple | None):
+def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate: tuple | None):
     """q, k, v projected: one matmul with the packed [3E, E] weight for self-attention
     (query, key and value one tensor), its thirds otherwise, or the separate weights."""
     if separate is None and query is key and key is value:
@@ -836,8 +835,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
             raise AssertionError("use_separate_proj_weight is False but in_proj_weight is "
                                  "None")
         separate = None
-    q, k, v = _in_projection(query, key, value, embed_dim, in_proj_weight, in_proj_bias,
-                             separate)
+    q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate)
     src_len = key.shape[0]
     if attn_mask is not None:
         want = (tgt_len, src_len) if attn_mask.ndim == 2 else \
