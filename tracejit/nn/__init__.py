@@ -2,12 +2,14 @@
 from . import functional, init, parallel, utils
 from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
                      BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Dropout2d,
-                     Embedding, Flatten, GELU, LayerNorm, LeakyReLU, Linear, MaxPool2d,
+                     Embedding, Flatten, GELU, Identity, LayerNorm, LeakyReLU, Linear, MaxPool2d,
                      ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle, PixelUnshuffle,
                      ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
+from .transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                          TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2d", "Module",
            "Parameter", "Linear", "ReLU", "LeakyReLU", "SiLU", "Tanh", "Sigmoid", "GELU",
@@ -15,4 +17,6 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
            "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
            "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"]
+           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "MultiheadAttention", "Transformer",
+           "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
+           "TransformerDecoderLayer", "Identity"]
