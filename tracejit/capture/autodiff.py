@@ -17,6 +17,7 @@ import os
 
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
+from ..backends import registry as backends
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, symbols_in
@@ -265,7 +266,7 @@ class rng_kept:
 def _runner(graph: Graph, backend: str, bindings: list):
     """A function running `graph` on a list of tensors without recording autograd: its
     host program on the numba backend, else the interpreter."""
-    if backend == "numba":
+    if backends.get(backend).host_programs:
         from ..backends.host import host_program
 
         program = host_program(graph, bindings)

@@ -8,7 +8,6 @@ warning names the guard that kept failing.
 """
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections import Counter
@@ -16,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ..autograd.grad_mode import STATE
+from ..backends import registry as backends
 from ..backends.interpret import GuardMiss, _precompile, _resolve
 from ..ir.symbolic import has_sym, hint_of
 from ..runtime import events
@@ -185,9 +185,8 @@ class TracedFunction:
 
     def __init__(self, fn, example_inputs, *, backend: str = "auto",
                  budget: int = DEFAULT_BUDGET, name: str | None = None):
-        if backend not in ("auto", "interpret", "numba", "cuda"):
-            raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'numba', 'cuda' "
-                             "or 'interpret'")
+        if backend != backends.AUTO:
+            backends.get(backend)  # an unknown name raises, listing the known ones
         self.fn = fn
         self.backend = backend
         self.budget = budget
@@ -228,9 +227,7 @@ class TracedFunction:
     def _backend_name(self) -> str:
         """'numba' for compiled kernels, 'interpret' for the reference interpreter.
         `auto` picks numba unless TRACEJIT_BACKEND says otherwise."""
-        if self.backend == "auto":
-            return os.environ.get("TRACEJIT_BACKEND", "numba")
-        return self.backend
+        return backends.resolve(self.backend)
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -417,7 +414,7 @@ class TracedFunction:
             if seg._program is not None:
                 parts.append(f"# host program of segment {seg.graph.name}\n"
                              f"{seg._program.source}")
-        if tr.backend == "cuda":  # the kernels' CUDA source
+        if backends.get(tr.backend).device == "cuda":  # the kernels' CUDA source
             from ..backends import numba_cuda
             from ..codegen.plan import plan_elementwise, plan_row
 
