@@ -142,9 +142,8 @@ def _same_dtype(name, *xs):
 def _scaled_sum(name, input, product, beta, alpha):
     """beta * input + alpha * product, input ignored for beta == 0 (as PyTorch: NaNs in it
     do not reach the result)."""
-    if not input.is_floating_point() and (isinstance(beta, float) or isinstance(alpha, float)):
-        raise RuntimeError(f"{name}: for integral input tensors, argument beta and alpha must "
-                           f"not be a floating point number.")
+    if not input.is_floating_point():  # PyTorch truncates the factors to integers
+        beta, alpha = int(beta), int(alpha)
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -179,7 +178,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
         raise RuntimeError(f"batch1 must be a 3D tensor, batch2 must be a 3D tensor; got "
                            f"{batch1.ndim}D and {batch2.ndim}D")
     _same_dtype("addbmm", input, batch1, batch2)
-    product = F.sum(F.bmm(batch1, batch2), 0)
+    product = F.cast(F.sum(F.bmm(batch1, batch2), 0), batch1.dtype)
     _check_result_shape("addbmm", input, product.shape)
     return _scaled_sum("addbmm", input, product, beta, alpha)
 
@@ -297,7 +296,7 @@ def _parse_einsum(equation: str, operands) -> tuple[list, list]:
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise ValueError(f"einsum(): more operands were provided than specified in the "
+        raise RuntimeError(f"einsum(): more operands were provided than specified in the "
                          f"equation" if len(operands) > len(terms) else
                          "einsum(): fewer operands were provided than specified in the "
                          "equation")

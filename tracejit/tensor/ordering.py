@@ -105,6 +105,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     """
     d = normalize_dim(dim, input.ndim, "topk")
     k = int(k)
+    if not 0 <= k <= (input.shape[d] if input.ndim else 1):
+        raise RuntimeError(f"topk(): selected index k out of range (k={k}, but the dimension "
+                           f"has size {input.shape[d] if input.ndim else 1})")
     idx = apply(OPS.topk, input, k=k, dim=d, largest=bool(largest))
     if input.ndim == 0:
         return return_types.topk(F.clone(input) if k else F.reshape(input, ()), idx)
@@ -230,7 +233,7 @@ def _index_part(src, index):
 
 
 def _check_scatter(name, input, index, src=None):
-    if index.dtype is not dt.int64:
+    if index.dtype.category != 1:
         raise RuntimeError(f"{name}(): Expected dtype int64 for index, but found "
                            f"{index.dtype.name}")
     if isinstance(src, Tensor) and src.dtype is not input.dtype:
@@ -314,8 +317,12 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     shape = tuple(input.shape)
     hit = F.scatter_add_raw(ones(tuple(index.shape), dtype=input.dtype), index, d, shape) \
         if not include_self or reduce == "mean" else None
-    base = input if include_self else F.where(hit > 0, 0, input)
-    total = base + F.cast(F.scatter_add_raw(src, index, d, shape), input.dtype)
+    base = input if include_self else F.where(hit > 0, False if input.dtype is dt.bool_ else 0,
+                                              input)
+    added = F.scatter_add_raw(src, index, d, shape)
+    if input.dtype is dt.bool_:  # a sum of bools is their logical or
+        return F.logical_or(base, added)
+    total = base + F.cast(added, input.dtype)
     if reduce == "sum":
         return total
     count = hit + (1 if include_self else 0)
@@ -592,16 +599,16 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 # ---- statistics ----------------------------------------------------------------------------
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(var, mean) over `dim` (Bessel's correction by default)."""
-    if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
-        dim, unbiased = unbiased, None
+    if isinstance(dim, bool):  # var_mean(x, True): the unbiased flag
+        dim, unbiased = None, dim
     return (F.var(input, dim, unbiased, keepdim, correction=correction),
             F.mean(input, dim, keepdim))
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(std, mean) over `dim`."""
-    if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
-        dim, unbiased = unbiased, None
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
     return (F.std(input, dim, unbiased, keepdim, correction=correction),
             F.mean(input, dim, keepdim))
 
@@ -626,6 +633,8 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
 
 def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over all elements or along `dim`."""
+    if dim is not None and input.ndim and input.shape[normalize_dim(dim, input.ndim)] == 0:
+        raise IndexError(f"aminmax(): Expected reduction dim {dim} to have non-zero size.")
     if input.numel() == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
@@ -671,8 +680,8 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
     for qk in qv:
         rank = F.clamp(F.cast(last, input.dtype), 0) * float(qk)
         lo = F.floor(rank)
-        hi = F.clamp(lo + 1, max=F.cast(F.clamp(last, 0), input.dtype))
         frac = rank - lo
+        hi = F.where(frac > 0, F.clamp(lo + 1, max=F.cast(F.clamp(last, 0), input.dtype)), lo)
         if interpolation == "lower":
             pos_lo, pos_hi, w = lo, lo, None
         elif interpolation == "higher":
@@ -749,14 +758,16 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return topk(race, num_samples, -1, largest=False).indices
 
 
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None):
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
     """Samples of N(mean, std^2): mean and std tensors (broadcast) or numbers with `size`."""
     from .creation import randn
 
     if size is not None:
         if isinstance(mean, Tensor) or isinstance(std, Tensor):
             raise RuntimeError("normal(): size is only accepted with a number mean and std")
-        return randn(*size, dtype=dtype) * std + mean
+        out = randn(*size, dtype=dtype, device=device) * std + mean
+        return out.requires_grad_() if requires_grad else out
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         raise TypeError("normal(): expected a tensor mean or std, or a size")
     if isinstance(std, Tensor) and bool(F.any(std < 0)):
@@ -784,7 +795,10 @@ def bernoulli(input, p=None, *, generator=None):
 
     prob = input if p is None else p
     u = rand(*input.shape, dtype=input.dtype if input.is_floating_point() else dt.float32)
-    return F.cast(u < prob, input.dtype)
+    out = F.cast(u < prob, input.dtype)
+    if isinstance(prob, Tensor) and prob.requires_grad:
+        out = out + prob * 0  # a zero gradient, as PyTorch's BernoulliBackward gives
+    return out
 
 
 # ---- in-place forms and Tensor methods -----------------------------------------------------

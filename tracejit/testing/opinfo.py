@@ -26,13 +26,17 @@ FAST_SAMPLES = 2  # samples per dtype in the fast tier
 
 # ops whose outputs are random or uninitialised: only dtypes and shapes are compared
 UNDETERMINED = {"randn", "randn_like", "rand_like", "randint", "empty", "empty_like",
-                "new_empty", "nn.functional.dropout", "nn.functional.dropout2d"}
+                "new_empty", "nn.functional.dropout", "nn.functional.dropout2d", "normal",
+                "bernoulli", "multinomial"}
 
 # OpInfo names tracejit uses for something else
 NAME_CLASHES = {"trace": "tj.trace is the tracing JIT, not the matrix trace"}
 
-# OpInfos whose `op` is a lambda doing more than calling the op of their name
+# OpInfos (by name, or by entry id for one variant) whose `op` is a lambda doing more than
+# calling the op of their name
 ADAPTERS: dict[str, Callable] = {
+    "einsum": lambda operands, equation, **kw: tj.einsum(equation, *operands, **kw),
+    "normal.in_place": lambda x, *args, **kw: x.normal_(*args, **kw),
     "zero_": lambda x: x.clone().zero_(),  # PyTorch's sample clones before the in-place op
     "where": lambda x, condition, other, **kw: tj.where(condition, x, other, **kw),
     "nn.functional.embedding": lambda weight, idx, **kw: tj.nn.functional.embedding(
@@ -221,8 +225,9 @@ def entries() -> dict[str, Entry]:
     out = {}
     for opinfo in op_db():
         eid = entry_id(opinfo)
-        if opinfo.name in ADAPTERS:
-            out[eid] = Entry(eid, opinfo, ADAPTERS[opinfo.name], f"tracejit.{opinfo.name}")
+        adapter = ADAPTERS.get(eid, ADAPTERS.get(opinfo.name))
+        if adapter is not None:
+            out[eid] = Entry(eid, opinfo, adapter, f"tracejit.{opinfo.name}")
             continue
         for name in [opinfo.name] + [a.name for a in opinfo.aliases]:
             found = resolve(name)
