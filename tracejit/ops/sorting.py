@@ -134,8 +134,11 @@ def _searchsorted(sorted_sequence, values, right=False, out_int32=False):
                        sorted_sequence.dtype else values)
     if sorted_sequence.ndim == 1:
         return np.searchsorted(key_seq, key_val, side=side).astype(rtype)
-    rows_seq = key_seq.reshape(-1, key_seq.shape[-1])
-    rows_val = key_val.reshape(-1, key_val.shape[-1])
+    rows = int(np.prod(sorted_sequence.shape[:-1]))
+    if rows == 0:
+        return np.zeros(values.shape, rtype)
+    rows_seq = key_seq.reshape(rows, key_seq.shape[-1])
+    rows_val = key_val.reshape(rows, key_val.shape[-1])
     out = np.stack([np.searchsorted(s, v, side=side) for s, v in zip(rows_seq, rows_val)])
     return out.reshape(values.shape).astype(rtype)
 

@@ -273,12 +273,15 @@ def tensordot(a, b, dims=2):
                            f"{len(db)}")
     da = [normalize_dim(d, a.ndim, "tensordot") for d in da]
     db = [normalize_dim(d, b.ndim, "tensordot") for d in db]
-    for x, y in zip(da, db):
-        if a.shape[x] != b.shape[y]:
+    sa, sb = list(a.shape), list(b.shape)
+    for x, y in zip(da, db):  # a size 1 broadcasts against the other
+        if a.shape[x] != b.shape[y] and 1 not in (a.shape[x], b.shape[y]):
             raise RuntimeError(f"contracted dimensions need to match, but first has size "
                                f"{a.shape[x]} in dim {x} and second has size {b.shape[y]} in "
                                f"dim {y}")
+        sa[x] = sb[y] = builtins.max(a.shape[x], b.shape[y])
     _same_dtype("tensordot", a, b)
+    a, b = F.expand_to(a, tuple(sa)), F.expand_to(b, tuple(sb))
     free_a = [k for k in range(a.ndim) if k not in da]
     free_b = [k for k in range(b.ndim) if k not in db]
     k = _prod(a.shape[d] for d in da)
@@ -372,6 +375,8 @@ def _contract(a, la, b, lb, keep):
             elif s not in (1, size[c]):
                 raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
                                    f"(subscript {c}: {size[c]} and {s})")
+    common = dt.result_type(a, b)  # integer sums come out int64 (as PyTorch's)
+    a, b = F.cast(a, common), F.cast(b, common)
     batch = [c for c in la if c in lb and c in keep]
     summed = [c for c in la if c in lb and c not in keep]
     only_a = [c for c in la if c not in lb]
@@ -402,7 +407,8 @@ def einsum(equation, *operands):
         operands = tuple(operands[0])
     if not operands:
         raise RuntimeError("einsum(): must provide at least one operand")
-    _same_dtype("einsum", *operands)
+    common = dt.result_type(*operands)
+    operands = [F.cast(x, common) for x in operands]
     labels, out = _parse_einsum(equation, operands)
     xs = []
     for x, ls in zip(operands, labels):

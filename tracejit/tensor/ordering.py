@@ -179,18 +179,20 @@ def _scan_input(name, input, dim, axis, dtype):
 
 
 def cumsum(input, dim=None, *, dtype=None, axis=None):
-    """Running sums along `dim`; integers and bools sum in int64 (`dtype=` casts first).
+    """Running sums along `dim`; integers and bools sum in int64 unless `dtype=` says.
 
     >>> tj.cumsum(tj.tensor([1, 2, 3]), 0)   # tensor([1, 3, 6])
     """
     input, d = _scan_input("cumsum", input, dim, axis, dtype)
-    return apply(OPS.cumsum, input, dim=d)
+    out = apply(OPS.cumsum, input, dim=d)
+    return out if dtype is None else F.cast(out, dtype)
 
 
 def cumprod(input, dim=None, *, dtype=None, axis=None):
     """Running products along `dim` (its gradient is exact where the input holds zeros)."""
     input, d = _scan_input("cumprod", input, dim, axis, dtype)
-    return apply(OPS.cumprod, input, dim=d)
+    out = apply(OPS.cumprod, input, dim=d)
+    return out if dtype is None else F.cast(out, dtype)
 
 
 def _cumulative_extreme(name, op, values, input, dim, axis):
@@ -276,6 +278,9 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         if not isinstance(src, Tensor):
             src = F.expand_to(F.cast(_make(np.asarray(src)), input.dtype), tuple(index.shape))
         return scatter_reduce(input, d, index, src, _REDUCE_NAMES[reduce])
+    if input.ndim == 0:
+        src = F.reshape(src, (-1,)) if isinstance(src, Tensor) else src
+        return F.reshape(scatter(F.reshape(input, (1,)), 0, F.reshape(index, (-1,)), src), ())
     if isinstance(src, Tensor):
         src = _index_part(src, index)
     return scatter_raw(input, index, src, d)
@@ -308,12 +313,12 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     d = normalize_dim(dim, input.ndim, "scatter_reduce")
     _check_scatter("scatter_reduce", input, index, src)
     src = _index_part(src, index)
-    if reduce in ("prod", "amax", "amin"):
-        return scatter_reduce_raw(input, index, src, d, reduce, bool(include_self))
     if input.ndim == 0:
         return F.reshape(scatter_reduce(F.reshape(input, (1,)), 0, F.reshape(index, (-1,)),
                                         F.reshape(src, (-1,)), reduce,
                                         include_self=include_self), ())
+    if reduce in ("prod", "amax", "amin"):
+        return scatter_reduce_raw(input, index, src, d, reduce, bool(include_self))
     shape = tuple(input.shape)
     hit = F.scatter_add_raw(ones(tuple(index.shape), dtype=input.dtype), index, d, shape) \
         if not include_self or reduce == "mean" else None
@@ -401,7 +406,10 @@ def index_fill(input, dim, index, value):
     if input.ndim == 0:
         return F.where(_make(np.asarray(index.numel() > 0)), value, input)
     value = F.cast(value, input.dtype) if isinstance(value, Tensor) else value
-    return F.setitem_raw(input, value, _row_template(d), (F.reshape(index, (-1,)),))
+    # a mask, so that a value tensor gets each filled position's gradient once
+    mask = F.setitem_raw(full(tuple(input.shape), False, dtype=dt.bool_), True,
+                         _row_template(d), (F.reshape(index, (-1,)),))
+    return F.where(mask, value, input)
 
 
 def masked_select(input, mask):
@@ -409,8 +417,11 @@ def masked_select(input, mask):
     if mask.dtype is not dt.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got "
                            f"{mask.dtype.name}")
-    shape = _broadcast(input, mask)
-    return F.getitem(F.expand_to(input, shape), F.expand_to(mask, shape))
+    shape = _broadcast(input, mask) or (1,)
+    return F.getitem(F.expand_to(F.reshape(input, (1,) * (len(shape) - input.ndim)
+                                           + tuple(input.shape)), shape),
+                     F.expand_to(F.reshape(mask, (1,) * (len(shape) - mask.ndim)
+                                           + tuple(mask.shape)), shape))
 
 
 def masked_scatter(input, mask, source):
@@ -517,13 +528,15 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 def _unique_dim(input, d, return_inverse, return_counts):
     """unique slices along dim d (computed on the values: not differentiable)."""
     data = np.moveaxis(input.detach().numpy(), d, 0)
-    flat = data.reshape(data.shape[0], -1)
-    if flat.shape[0] == 0:
-        keys, inverse, counts = flat, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    flat = data.reshape(data.shape[0], int(np.prod(data.shape[1:])))
+    if flat.shape[0] == 0 or flat.shape[1] == 0:  # no slices, or every slice empty (equal)
+        n = flat.shape[0]
+        keys, inverse, counts = flat[:builtins.min(n, 1)], np.zeros(n, np.int64), \
+            np.array([n] if n else [], np.int64)
     else:
         keys, inverse, counts = np.unique(flat, axis=0, return_inverse=True,
                                           return_counts=True)
-    values = np.moveaxis(keys.reshape((-1,) + data.shape[1:]), 0, d)
+    values = np.moveaxis(keys.reshape(keys.shape[:1] + data.shape[1:]), 0, d)
     out = [_make(np.ascontiguousarray(values))]
     if return_inverse:
         out.append(_int64(inverse.reshape(-1)))
@@ -533,17 +546,23 @@ def _unique_dim(input, d, return_inverse, return_counts):
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
-    """Each run of equal consecutive values once (of the flattened input, without dim)."""
-    if dim is not None:
-        raise NotImplementedError("unique_consecutive(dim=) is not supported")
-    data = input.detach().numpy().reshape(-1)
-    starts = np.ones(data.shape, bool)
-    starts[1:] = data[1:] != data[:-1]
-    out = [_make(data[starts].copy())]
+    """Each run of equal consecutive values (slices along `dim`) once, of the flattened
+    input without dim (computed on the values: not differentiable)."""
+    data = input.detach().numpy()
+    d = 0 if dim is None else normalize_dim(dim, input.ndim, "unique_consecutive")
+    data = data.reshape(-1) if dim is None else np.moveaxis(data, d, 0)
+    rows = data.reshape(data.shape[0], int(np.prod(data.shape[1:]))) if data.ndim else \
+        data.reshape(1, 1)
+    starts = np.ones(rows.shape[0], bool)
+    starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    kept = np.ascontiguousarray(np.moveaxis(data[starts], 0, d) if dim is not None
+                                else data[starts])
+    out = [_make(kept)]
     if return_inverse:
-        out.append(_int64((np.cumsum(starts) - 1).reshape(input.shape)))
+        inverse = np.cumsum(starts) - 1
+        out.append(_int64(inverse.reshape(input.shape) if dim is None else inverse))
     if return_counts:
-        out.append(_int64(np.diff(np.append(np.flatnonzero(starts), data.size))))
+        out.append(_int64(np.diff(np.append(np.flatnonzero(starts), rows.shape[0]))))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -635,7 +654,7 @@ def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over all elements or along `dim`."""
     if dim is not None and input.ndim and input.shape[normalize_dim(dim, input.ndim)] == 0:
         raise IndexError(f"aminmax(): Expected reduction dim {dim} to have non-zero size.")
-    if input.numel() == 0:
+    if input.numel() == 0 and dim is None:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
                            "operation has no identity.")
     if input.ndim == 0 and dim is not None:
@@ -677,8 +696,9 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
     valid = F.sum(F.logical_not(F.isnan(x)), d, keepdim=True)
     last = (valid - 1) if ignore_nan else F.where(valid < n, n - 1, valid - 1)
     outs = []
-    for qk in qv:
-        rank = F.clamp(F.cast(last, input.dtype), 0) * float(qk)
+    flat_q = F.reshape(qs, (-1,))
+    for k in range(len(qv)):
+        rank = F.clamp(F.cast(last, input.dtype), 0) * F.getitem_raw(flat_q, (k,), ())
         lo = F.floor(rank)
         frac = rank - lo
         hi = F.where(frac > 0, F.clamp(lo + 1, max=F.cast(F.clamp(last, 0), input.dtype)), lo)
@@ -700,13 +720,13 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
             out = F.where(valid < n, math.nan, out)
         else:
             out = F.where(valid == 0, math.nan, out)
-        if not keepdim:
+        if not keepdim or input.ndim == 0:
             out = F.squeeze(out, d)
         elif dim is None:
             out = F.reshape(out, (1,) * input.ndim)
         outs.append(out)
     if scalar_q or qs.ndim == 0:
-        return outs[0]
+        return F.reshape(outs[0], ()) if input.ndim == 0 else outs[0]
     return F.stack(outs, 0)
 
 

@@ -143,6 +143,20 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("std.unbiased var.unbiased", ALL3, "the positional unbiased flag (std(x, True)) "
              "is read as a dim and raises TypeError"),
     **_known("prod", FWD, "dtype= is ignored for int32 and bool inputs (returns int64)"),
+    **_known("topk kthvalue", FWD, "integer samples with ties: PyTorch's partial sort picks "
+             "other positions among equal values (an order it does not specify); tracejit "
+             "takes them by position"),
+    **_known("sort argsort", FWD, "stable=False on 8000 equal bools: PyTorch's unstable sort "
+             "orders ties otherwise (tracejit's sort is always stable)"),
+    **_known("logcumsumexp", "grad traced", "float32 inputs near 1e4: PyTorch's gradient "
+             "loses three digits (exp(x - out) in float32), tracejit's keeps them"),
+    **_known("kthvalue masked_select take bernoulli", "errors", "no error for an out= tensor "
+             "or an in-place update whose memory overlaps an input (TypeError: out= is not "
+             "supported)"),
+    **_known("aminmax multinomial", "errors", "out= is not supported (TypeError where "
+             "PyTorch raises RuntimeError for an out tensor of another dtype)"),
+    **_known("scatter_add", "errors", "IndexError where PyTorch raises RuntimeError for an "
+             "index out of bounds"),
 }
 
 
