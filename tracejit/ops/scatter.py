@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import AVal, INDEX, register
+from .registry import INDEX, register
 from .rules import aval_of
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops

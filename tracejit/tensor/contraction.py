@@ -299,8 +299,8 @@ def _parse_einsum(equation: str, operands) -> tuple[list, list]:
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise RuntimeError(f"einsum(): more operands were provided than specified in the "
-                         f"equation" if len(operands) > len(terms) else
+        raise RuntimeError("einsum(): more operands were provided than specified in the "
+                         "equation" if len(operands) > len(terms) else
                          "einsum(): fewer operands were provided than specified in the "
                          "equation")
     labels, widest = [], 0
