@@ -6,7 +6,8 @@ module, compiles the kernel for that signature (Numba writes the machine code in
 cache) and updates the entry's digest manifest. Until the worker is done, the calls of
 that kernel run its region on the interpreter (the region's ops one by one, on numpy);
 the first call after it is done loads the machine code from the cache (milliseconds) and
-runs it. Results are those of the ops either way: the interpreter runs the same op
+runs it. A kernel already in the disk cache is loaded by a thread of this process (Numba
+reads and links each in 10-30 ms), its calls running by ops meanwhile. Results are those of the ops either way: the interpreter runs the same op
 implementations eager execution does.
 
 On by default where there is a disk cache to hand the code over (kernel_cache.py);
@@ -40,6 +41,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..core.log import log
 from ..runtime.kernel_cache import cache_dir, load_module, record_compiled
 
 PROGRESS_AFTER = 2.0   # seconds a compile runs before the progress line
@@ -47,15 +49,16 @@ FLUSH_AT_EXIT = 0.5    # seconds an exiting program spends handing queued jobs o
 _LOCK = threading.Lock()
 _JOBS: dict = {}       # (module name, kernel name, signature) -> Job
 _WORKER: list = []     # [(process, answers queue, jobs outbox)] once started
+_LOADER: list = []     # [the loader thread's queue] once started
 _SHOWN = [0.0]         # when the last progress line was printed
 _SWITCH: list = [None]  # set_enabled's choice (None: the environment variable decides)
 
 
 class Job:
-    __slots__ = ("label", "started", "done", "error", "seconds")
+    __slots__ = ("label", "started", "done", "error", "seconds", "load")
 
-    def __init__(self, label: str):
-        self.label, self.started = label, time.monotonic()
+    def __init__(self, label: str, load: bool = False):
+        self.label, self.started, self.load = label, time.monotonic(), load
         self.done, self.error, self.seconds = False, None, 0.0
 
 
@@ -85,8 +88,11 @@ def pending(module, kernel, args: list) -> bool:
         _collect()
         job = _JOBS.get(key)
         if job is None:
-            if _in_disk_cache(kernel, sig):
-                return False
+            if _in_disk_cache(kernel, sig):  # loaded by a thread; this call runs by ops
+                job = _JOBS[key] = Job(f"loading {kernel.__name__} of {module.__name__}",
+                                       load=True)
+                _load(key, kernel, sig)
+                return True
             job = _JOBS[key] = Job(f"{kernel.__name__} of {module.__name__}")
             _send(key, module, kernel.__name__, sig)
         if not job.done:
@@ -111,13 +117,16 @@ def wait(timeout: float | None = None) -> bool:
 
 def status() -> dict:
     """Kernels sent to the worker: how many, how many compiled, how many failed (those
-    compile at their next call instead), and the worker's seconds."""
+    compile at their next call instead), and the worker's seconds; and kernels of the
+    disk cache loaded by the loader thread: how many, how many of them are in use."""
     with _LOCK:
         _collect()
-        jobs = list(_JOBS.values())
+        jobs = [j for j in _JOBS.values() if not j.load]
+        loads = [j for j in _JOBS.values() if j.load]
     return {"sent": len(jobs), "compiled": sum(j.done and not j.error for j in jobs),
             "failed": sum(bool(j.error) for j in jobs),
-            "seconds": sum(j.seconds for j in jobs)}
+            "seconds": sum(j.seconds for j in jobs),
+            "loads": len(loads), "loaded": sum(j.done for j in loads)}
 
 
 def _in_disk_cache(kernel, sig) -> bool:
@@ -130,6 +139,38 @@ def _in_disk_cache(kernel, sig) -> bool:
         return key in cache._cache_file._load_index()
     except Exception:  # noqa: BLE001 — Numba's internals moved: do not send it off
         return True
+
+
+def _load(key, kernel, sig) -> None:
+    """Load the machine code of a cached kernel in the loader thread (with _LOCK held).
+    Numba takes 10-30 ms a kernel to read and link it (most of a warm start's first
+    step, for a model of dozens of kernels): meanwhile the calls run by ops."""
+    if not _LOADER:
+        jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=_loader, args=(jobs,), daemon=True,
+                         name="tracejit-loader").start()
+        _LOADER.append(jobs)
+    _LOADER[0].put((key, kernel, sig))
+
+
+def _loader(jobs: queue.Queue) -> None:
+    while True:
+        key, kernel, sig = jobs.get()
+        start = time.monotonic()
+        hits = sum(kernel.stats.cache_hits.values())
+        try:
+            kernel.compile(sig)
+            error = None
+        except Exception as err:  # noqa: BLE001 — the next call compiles it, and says why
+            error = f"{type(err).__name__}: {err}"
+        seconds = time.monotonic() - start
+        if error is None:
+            loaded = sum(kernel.stats.cache_hits.values()) > hits
+            log("compile", f"{'loaded' if loaded else 'compiled'} {kernel.__name__} of "
+                           f"{key[0]} in {seconds:.3f} s (disk cache "
+                           f"{'hit' if loaded else 'miss'}, in the loader thread)")
+        with _LOCK:
+            _finish(key, error, seconds)
 
 
 def _send(key, module, name: str, sig) -> None:
@@ -227,7 +268,7 @@ def _progress() -> None:
     if os.environ.get("TRACEJIT_PROGRESS") == "0":
         return
     now = time.monotonic()
-    left = [j for j in _JOBS.values() if not j.done]
+    left = [j for j in _JOBS.values() if not j.done and not j.load]
     if not left or now - _SHOWN[0] < PROGRESS_AFTER or \
             now - min(j.started for j in left) < PROGRESS_AFTER:
         return
