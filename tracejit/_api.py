@@ -30,6 +30,8 @@ try:
                                     unsqueeze, var, where)
     from .tensor import functional as _functional
     globals().update({_n: getattr(_functional, _n) for _n in _functional.TABLE_FUNCTIONS})
+    from .tensor import elementwise as _elementwise
+    globals().update({_n: getattr(_elementwise, _n) for _n in _elementwise.NAMES})
     from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
     from . import autograd, nn, optim  # noqa: E402

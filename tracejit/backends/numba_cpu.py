@@ -55,6 +55,12 @@ CODE_FOR_FN = {
     "ge": "({0} >= {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "not": "(not {0})",
     "and": "(bool({0}) and bool({1}))", "or": "(bool({0}) or bool({1}))",
     "xor": "(bool({0}) != bool({1}))", "select": "({1} if {0} else {2})",
+    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
+    "bitwise_not": "(~{0})",
+    # (integers narrower than int64 are widened first, so a count of 32..63 shifts an
+    # int32 as PyTorch's, whose limit is the type's width)
+    "left_shift": "(({0} << {1}) if 0 <= {1} < 64 else 0)",
+    "right_shift": "({0} >> ({1} if 0 <= {1} < 64 else 63))",
     **{f: f"math.{f}({{0}})" for f in MATH1}, **{f: f"math.{f}({{0}}, {{1}})" for f in MATH2},
     "floor": "np.floor({0})", "ceil": "np.ceil({0})", "trunc": "np.trunc({0})",
     "round": "np.rint({0})", "exp2": "np.exp2({0})", "fmod": "np.fmod({0}, {1})",

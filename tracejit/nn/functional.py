@@ -620,3 +620,9 @@ def _adaptive_bins(x, h, w, oh, ow):
                        keepdim=True) for j in range(ow)]
         rows.append(F.cat(cols, 3))
     return F.cat(rows, 2)
+
+
+from ._activations import *  # noqa: E402,F401,F403  (elu, hardtanh, softplus, prelu, ...)
+from . import _activations  # noqa: E402
+
+__all__ += _activations.__all__

@@ -394,11 +394,16 @@ CODE_FOR_FN = {
     "trunc": lambda c, x: c.op("Where", [c.op("Less", [x, _float_const(c, x, 0)]),
                                          c.op("Ceil", [x]), c.op("Floor", [x])]),
     "floordiv": _fn_floordiv, "mod": _fn_mod,
+    "bitwise_not": lambda c, x: c.op("Sub", [c.op("Neg", [x]), c.scalar(1, c.dtype(x))]),
     "fmod": lambda c, x, y: c.op("Mod", [x, y], fmod=1),
     "hypot": lambda c, x, y: c.op("Sqrt", [c.op("Add", [c.op("Mul", [x, x]),
                                                         c.op("Mul", [y, y])])]),
 }
 REFUSED_FNS = {
+    **{fn: "ONNX's bitwise operators need opset 18 (the export writes opset 17)"
+       for fn in ("bitwise_and", "bitwise_or", "bitwise_xor")},
+    **{fn: "ONNX's BitShift takes unsigned integers only"
+       for fn in ("left_shift", "right_shift")},
     "atan2": "ONNX has no two-argument arctangent",
     "copysign": "ONNX cannot read the sign of a negative zero",
 }

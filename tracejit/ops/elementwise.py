@@ -345,3 +345,229 @@ register("where", ELEMENTWISE, _where, _infer_where,
                                   F.where(c, 0, g) if needs_grad(b) else None),
          saves=(0,), expr=select(X, Y, Z), dtype_rule="where", arity=3,
          grad_inputs=(1, 2))
+
+
+# ---- activations (PyTorch's forms, and its gradients at the kinks) ---------------------------
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None):
+    return np.where(x > 0, x * scale, np.expm1(x * input_scale) * (alpha * scale))
+
+
+def _elu_vjp(g, out, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """PyTorch's: the negative side's slope at 0 (alpha * scale * input_scale)."""
+    return (F.where(x <= 0, g * F.exp(x * input_scale) * (alpha * scale * input_scale),
+                    g * scale),)
+
+
+_unary("elu", _elu,
+       lambda alpha=1.0, scale=1.0, input_scale=1.0: select(
+           X > 0, X * scale, call("expm1", X * input_scale) * (alpha * scale)),
+       _elu_vjp, rule=PROMOTE)
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0, out=None):
+    return np.where(x < min_val, min_val, np.where(x > max_val, max_val, x)).astype(x.dtype)
+
+
+_unary("hardtanh", _hardtanh, lambda min_val=-1.0, max_val=1.0: _clamp_expr(min_val, max_val),
+       lambda g, out, x, min_val=-1.0, max_val=1.0: (
+           F.where((x <= min_val) | (x >= max_val), 0, g),),
+       rule=PROMOTE)
+
+
+def _hardswish(x, out=None):
+    return x * np.minimum(np.maximum(x + 3, 0), 6) / 6
+
+
+_unary("hardswish", _hardswish, X * call("min", call("max", X + 3, 0), 6) / 6,
+       lambda g, out, x: (F.where(x < -3, 0, F.where(x <= 3, g * (x / 3 + 0.5), g)),),
+       rule=PROMOTE)
+
+
+def _hardsigmoid(x, out=None):
+    return np.minimum(np.maximum(x + 3, 0), 6) / 6
+
+
+_unary("hardsigmoid", _hardsigmoid, call("min", call("max", X + 3, 0), 6) / 6,
+       lambda g, out, x: (F.where((x > -3) & (x < 3), g / 6, 0),), rule=PROMOTE)
+
+
+def _softplus(x, beta=1.0, threshold=20.0, out=None):
+    xb = x * beta
+    return np.where(xb > threshold, x, np.log1p(np.exp(xb)) / beta)
+
+
+def _softplus_vjp(g, out, x, beta=1.0, threshold=20.0):
+    z = F.exp(x * beta)
+    return (F.where(x * beta > threshold, g, g * z / (z + 1)),)
+
+
+_unary("softplus", _softplus,
+       lambda beta=1.0, threshold=20.0: select(
+           X * beta > threshold, X, call("log1p", call("exp", X * beta)) / beta),
+       _softplus_vjp, rule=PROMOTE)
+
+
+def _logsigmoid(x, out=None):
+    return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
+
+
+_unary("logsigmoid", _logsigmoid,
+       call("min", X, 0) - call("log1p", call("exp", -call("abs", X))),
+       lambda g, out, x: (g * F.sigmoid(-x),), rule=PROMOTE, grad_name="LogSigmoidBackward0")
+
+
+def _shrunk(x, lambd):
+    """Where softshrink and hardshrink are 0 (and so is their gradient)."""
+    return (x >= -lambd) & (x <= lambd)
+
+
+def _softshrink(x, lambd=0.5, out=None):
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, x * 0))
+
+
+_unary("softshrink", _softshrink,
+       lambda lambd=0.5: select(X > lambd, X - lambd, select(X < -lambd, X + lambd, X * 0)),
+       lambda g, out, x, lambd=0.5: (F.where(_shrunk(x, lambd), 0, g),), rule=PROMOTE)
+
+
+def _hardshrink(x, lambd=0.5, out=None):
+    return np.where(_shrunk(x, lambd), x * 0, x)
+
+
+_unary("hardshrink", _hardshrink,
+       lambda lambd=0.5: select(call("and", X >= -lambd, X <= lambd), X * 0, X),
+       lambda g, out, x, lambd=0.5: (F.where(_shrunk(x, lambd), 0, g),), rule=PROMOTE)
+
+
+def _threshold(x, threshold=0.0, value=0.0, out=None):
+    return np.where(x <= threshold, value, x).astype(x.dtype)
+
+
+_unary("threshold", _threshold,
+       lambda threshold=0.0, value=0.0: select(X <= threshold, value, X),
+       lambda g, out, x, threshold=0.0, value=0.0: (F.where(x <= threshold, 0, g),),
+       rule=PROMOTE)
+
+
+# ---- integers' bits ----------------------------------------------------------------------
+def _shift(left: bool):
+    """PyTorch's shifts: a count outside [0, 64) (in int64, which holds every narrower
+    type) shifts every bit out: 0 to the left, the sign to the right."""
+    def impl(x, n, out=None):
+        like = x if isinstance(x, np.ndarray) else np.asarray(n)
+        a, c = np.asarray(x, np.int64), np.asarray(n, np.int64)
+        inside = (c >= 0) & (c < 64)
+        if left:
+            r = np.where(inside, np.left_shift(a, np.where(inside, c, 0)), 0)
+        else:
+            r = np.right_shift(a, np.where(inside, c, 63))
+        return r.astype(like.dtype)
+    impl.__name__ = "left_shift" if left else "right_shift"
+    return impl
+
+
+_unary("bitwise_not", np.invert, call("bitwise_not", X), rule=PROMOTE, saves=())
+for _name, _ufunc in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                      ("bitwise_xor", np.bitwise_xor)):
+    _binary(_name, _ufunc, call(_name, X, Y), saves=())
+_binary("bitwise_left_shift", _shift(True), call("left_shift", X, Y), saves=(),
+        discontinuous=True)
+_binary("bitwise_right_shift", _shift(False), call("right_shift", X, Y), saves=(),
+        discontinuous=True)
+
+
+# ---- more of PyTorch's elementwise math ----------------------------------------------------
+def _nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0, out=None):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+_unary("nan_to_num", _nan_to_num,
+       lambda nan=0.0, posinf=0.0, neginf=0.0: select(
+           X != X, nan, select(eq(X, math.inf), posinf, select(eq(X, -math.inf), neginf, X))),
+       lambda g, out, x, **attrs: (F.where(F.isfinite(x), g, 0),), rule=PROMOTE)
+_libm_ufuncs: dict = {}
+
+
+def _libm(name: str):
+    """A numpy impl of libm's `name` (numpy has none) through a Numba ufunc, made on first
+    use; float16/bfloat16 in float32, rounded back."""
+    def impl(x, out=None):
+        fn = _libm_ufuncs.get(name)
+        if fn is None:
+            import numba
+
+            scalar = getattr(math, name)
+
+            def kernel(v):
+                return scalar(v)
+            fn = _libm_ufuncs[name] = numba.vectorize(
+                ["float32(float32)", "float64(float64)"])(kernel)
+        x = np.asarray(x)
+        if x.dtype.itemsize == 2:
+            return fn(x.astype(np.float32)).astype(x.dtype)
+        return fn(x, out=out) if out is not None else fn(x)
+    impl.__name__ = name
+    return impl
+
+
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+_unary("erfc", _libm("erfc"), call("erfc", X),
+       lambda g, out, x: (-(g * F.exp(-(x * x)) * _TWO_OVER_SQRT_PI),), api=API)
+
+
+def _sinc(x, out=None):
+    px = x * math.pi
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(x == 0, 1, np.sin(px) / px).astype(px.dtype)
+
+
+def _sinc_vjp(g, out, x):
+    px = x * math.pi
+    d = (px * F.cos(px) - F.sin(px)) / (px * x)
+    return (g * F.where(x == 0, 0, d),)
+
+
+_unary("sinc", _sinc, select(eq(X, 0), 1, call("sin", X * math.pi) / (X * math.pi)),
+       _sinc_vjp, api=API)
+
+
+def _heaviside(x, v, out=None):
+    return np.where(x == 0, v, x > 0).astype(np.result_type(x, v))
+
+
+_binary("heaviside", _heaviside, select(eq(X, 0), Y, select(X > 0, 1, 0)), saves=(),
+        discontinuous=True)
+
+
+def _extremum_vjp(keep_x):
+    """fmax's and fmin's gradient: all of it to x where x wins or ties, or y is NaN."""
+    def vjp(g, out, x, y):
+        to_x = keep_x(x, y) | F.isnan(y)
+        return (F.where(to_x, g, 0) if needs_grad(x) else None,
+                F.where(to_x, 0, g) if needs_grad(y) else None)
+    return vjp
+
+
+_binary("fmax", np.fmax, select(X != X, Y, select(Y != Y, X, call("max", X, Y))),
+        _extremum_vjp(lambda x, y: x >= y), scalar_edges=False)
+_binary("fmin", np.fmin, select(X != X, Y, select(Y != Y, X, call("min", X, Y))),
+        _extremum_vjp(lambda x, y: x <= y), scalar_edges=False)
+
+
+def _xlogy(x, y, out=None):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.asarray(x * np.log(y))
+    return np.where(np.isnan(y), y, np.where(np.asarray(x) == 0, 0, r)).astype(r.dtype)
+
+
+_binary("xlogy", _xlogy, select(Y != Y, Y, select(eq(X, 0), 0, X * call("log", Y))),
+        lambda g, out, x, y: (g * F.xlogy(x != 0, y) if needs_grad(x) else None,
+                              g * x / y if needs_grad(y) else None), rule=FLOAT, api=API)
+
+
+_binary("logaddexp2", np.logaddexp2,
+        select(eq(X, Y), X + 1, call("max", X, Y) + call("log1p", call(
+            "exp2", -call("abs", X - Y))) / _LN2),
+        lambda g, out, x, y: (g / (F.exp2(y - x) + 1) if needs_grad(x) else None,
+                              g / (F.exp2(x - y) + 1) if needs_grad(y) else None),
+        rule=FLOAT, api=API)

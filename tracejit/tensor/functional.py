@@ -1043,9 +1043,7 @@ def _install_methods():
 
     for name, op in (("add", OPS.add), ("sub", OPS.sub), ("mul", OPS.mul),
                      ("truediv", OPS.div), ("floordiv", OPS.floor_divide),
-                     ("mod", OPS.remainder),
-                     ("and", OPS.logical_and), ("or", OPS.logical_or),
-                     ("xor", OPS.logical_xor)):
+                     ("mod", OPS.remainder)):  # (& | ^ ~ << >>: tensor/elementwise.py)
         setattr(T, f"__{name}__", binary(op))
         setattr(T, f"__r{name}__", binary(op, reflected=True))
         setattr(T, f"__i{name}__", _inplace(op))
@@ -1057,7 +1055,6 @@ def _install_methods():
     T.__neg__ = neg
     T.__pos__ = lambda self: self
     T.__abs__ = abs
-    T.__invert__ = logical_not
 
 
 def _install_table_api() -> list:
