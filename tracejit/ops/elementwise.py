@@ -12,7 +12,7 @@ import numpy as np
 
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, infer_elementwise
-from .scalar import IDENTITY, X, Y, Z, call, eq, select
+from .scalar import IDENTITY, X, Y, Z, call, eq, ne, select
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are loaded
 
@@ -483,7 +483,7 @@ def _nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0, out=None):
 
 _unary("nan_to_num", _nan_to_num,
        lambda nan=0.0, posinf=0.0, neginf=0.0: select(
-           X != X, nan, select(eq(X, math.inf), posinf, select(eq(X, -math.inf), neginf, X))),
+           ne(X, X), nan, select(eq(X, math.inf), posinf, select(eq(X, -math.inf), neginf, X))),
        lambda g, out, x, **attrs: (F.where(F.isfinite(x), g, 0),), rule=PROMOTE)
 _libm_ufuncs: dict = {}
 
@@ -522,9 +522,12 @@ def _sinc(x, out=None):
 
 
 def _sinc_vjp(g, out, x):
-    px = x * math.pi
-    d = (px * F.cos(px) - F.sin(px)) / (px * x)
-    return (g * F.where(x == 0, 0, d),)
+    """(cos(pi x) - sinc(x)) / x, 0 at 0 (x there replaced by 1, so that no NaN reaches a
+    second derivative)."""
+    zero = x == 0
+    safe = F.where(zero, 1, x)
+    px = safe * math.pi
+    return (g * F.where(zero, 0, (px * F.cos(px) - F.sin(px)) / (px * safe)),)
 
 
 _unary("sinc", _sinc, select(eq(X, 0), 1, call("sin", X * math.pi) / (X * math.pi)),
@@ -548,9 +551,9 @@ def _extremum_vjp(keep_x):
     return vjp
 
 
-_binary("fmax", np.fmax, select(X != X, Y, select(Y != Y, X, call("max", X, Y))),
+_binary("fmax", np.fmax, select(ne(X, X), Y, select(ne(Y, Y), X, call("max", X, Y))),
         _extremum_vjp(lambda x, y: x >= y), scalar_edges=False)
-_binary("fmin", np.fmin, select(X != X, Y, select(Y != Y, X, call("min", X, Y))),
+_binary("fmin", np.fmin, select(ne(X, X), Y, select(ne(Y, Y), X, call("min", X, Y))),
         _extremum_vjp(lambda x, y: x <= y), scalar_edges=False)
 
 
@@ -560,7 +563,7 @@ def _xlogy(x, y, out=None):
     return np.where(np.isnan(y), y, np.where(np.asarray(x) == 0, 0, r)).astype(r.dtype)
 
 
-_binary("xlogy", _xlogy, select(Y != Y, Y, select(eq(X, 0), 0, X * call("log", Y))),
+_binary("xlogy", _xlogy, select(ne(Y, Y), Y, select(eq(X, 0), 0, X * call("log", Y))),
         lambda g, out, x, y: (g * F.xlogy(x != 0, y) if needs_grad(x) else None,
                               g * x / y if needs_grad(y) else None), rule=FLOAT, api=API)
 
