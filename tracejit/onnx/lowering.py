@@ -337,6 +337,10 @@ REFUSED = {
     OPS["fold2d"]: f"{_LATER} (Col2Im, opset 18)",
     OPS["copysign"]: "ONNX cannot read the sign of a negative zero",
     OPS["signbit"]: "ONNX cannot read the sign of a negative zero",
+    **{OPS[name]: "ONNX's bitwise operators need opset 18 (the export writes opset 17)"
+       for name in ("bitwise_and", "bitwise_or", "bitwise_xor")},
+    **{OPS[name]: "ONNX's BitShift takes unsigned integers only"
+       for name in ("bitwise_left_shift", "bitwise_right_shift")},
 }
 
 

@@ -271,19 +271,47 @@ _binary("div", np.true_divide, X / Y,
         save_when={0: (1,), 1: (0, 1)}, right_identity=1)
 
 
+def _log_of_number(v: float) -> float:
+    return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
+
+
 def _pow_vjp(g, out, x, y):
-    gx = g * y * F.pow(x, y - 1) if needs_grad(x) else None
-    gy = g * out * F.log(F.where(x > 0, x, 1)) if needs_grad(y) else None
+    """PyTorch's: no gradient for the base where the exponent is 0 (0 ** 0, inf ** 0);
+    for the exponent, 0 where the base is 0 and the exponent >= 0, and log(base) (NaN for
+    a negative base, -inf at 0) elsewhere."""
+    gx = gy = None
+    if needs_grad(x):
+        if isinstance(y, (int, float)):
+            gx = g * 0 if y == 0 else g * y * F.pow(x, y - 1)
+        else:
+            gx = F.where(y == 0, 0, g * y * F.pow(x, y - 1))
+    if needs_grad(y):
+        if isinstance(x, (int, float)):
+            gy = g * out * _log_of_number(x)
+            if x == 0:
+                gy = F.where(y >= 0, 0, gy)
+        else:
+            gy = F.where((x == 0) & (y >= 0), 0, g * out * F.log(x))
     return gx, gy
 
 
 _binary("pow", np.power, X ** Y, _pow_vjp, save_out=True,
-        save_when={0: (0, 1), 1: (0,)}, right_identity=1, scalar_edges=False,
+        save_when={0: (0, 1), 1: (0, 1)}, right_identity=1, scalar_edges=False,
         autocast="fp32 cuda")
-_binary("maximum", np.maximum, call("max", X, Y),
-        lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
-_binary("minimum", np.minimum, call("min", X, Y),
-        lambda g, out, x, y: (F.where(x <= y, g, 0), F.where(x > y, g, 0)))
+
+
+def _extremum_split(loses):
+    """maximum's and minimum's gradient as PyTorch's: half to each side at a tie, all of
+    it to both where a NaN makes them incomparable."""
+    def vjp(g, out, x, y):
+        h = F.where(x == y, g / 2, g)
+        return (F.where(loses(x, y), 0, h) if needs_grad(x) else None,
+                F.where(loses(y, x), 0, h) if needs_grad(y) else None)
+    return vjp
+
+
+_binary("maximum", np.maximum, call("max", X, Y), _extremum_split(lambda a, b: a < b))
+_binary("minimum", np.minimum, call("min", X, Y), _extremum_split(lambda a, b: a > b))
 _binary("floor_divide", np.floor_divide, X // Y, saves=())
 _binary("remainder", np.remainder, X % Y, saves=(), discontinuous=True,
         scalar_edges=False)

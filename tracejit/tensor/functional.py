@@ -131,13 +131,20 @@ def where(condition, input=None, other=None):
 
 def clamp(input, min=None, max=None):
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = input
-        if min is not None:
-            out = maximum(out, min)
-        if max is not None:
-            out = minimum(out, max)
-        return out
+        return _clamp_by_tensors(input, min, max)
     return apply(OPS.clamp, input, min=min, max=max)
+
+
+def _clamp_by_tensors(input, min, max):
+    """clamp with tensor bounds, with PyTorch's gradients: the input's where it lies
+    within the bounds (both included), a bound's where it replaced the input; with
+    min > max every element is max. A NaN bound gives NaN."""
+    out = input
+    if min is not None:
+        out = where((out < min) | (isnan(min) if isinstance(min, Tensor) else False), min, out)
+    if max is not None:
+        out = where((out > max) | (isnan(max) if isinstance(max, Tensor) else False), max, out)
+    return out
 
 
 def require_floating(name: str, input) -> None:
