@@ -102,8 +102,9 @@ def softsign(input):
 def mish(input, inplace: bool = False):
     """x * tanh(softplus(x))."""
     F.require_floating("mish", input)
-    out = input * F.tanh(softplus(input))
-    return F.copy_(input, out) if inplace else out
+    if inplace:  # computed from a copy, whose value the product's gradient reads
+        return F.copy_(input, mish(F.clone(input) if input.requires_grad else input))
+    return input * F.tanh(softplus(input))
 
 
 def logsigmoid(input):

@@ -407,7 +407,7 @@ def _hardswish(x, out=None):
 
 
 _unary("hardswish", _hardswish, X * call("min", call("max", X + 3, 0), 6) / 6,
-       lambda g, out, x: (F.where(x < -3, 0, F.where(x <= 3, g * (x / 3 + 0.5), g)),),
+       lambda g, out, x: (F.where(x <= -3, 0, F.where(x < 3, g * (x / 3 + 0.5), g)),),
        rule=PROMOTE)
 
 
@@ -586,13 +586,16 @@ _binary("fmin", np.fmin, select(ne(X, X), Y, select(ne(Y, Y), X, call("min", X, 
 
 
 def _xlogy(x, y, out=None):
+    d = np.result_type(x, y)  # (a Python number takes the tensor's dtype)
+    x, y = np.asarray(x, d), np.asarray(y, d)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.asarray(x * np.log(y))
     return np.where(np.isnan(y), y, np.where(np.asarray(x) == 0, 0, r)).astype(r.dtype)
 
 
 _binary("xlogy", _xlogy, select(ne(Y, Y), Y, select(eq(X, 0), 0, X * call("log", Y))),
-        lambda g, out, x, y: (g * F.xlogy(x != 0, y) if needs_grad(x) else None,
+        lambda g, out, x, y: (F.where((x == 0) & (y <= 0), 0, F.xlogy(g, y))
+                              if needs_grad(x) else None,
                               g * x / y if needs_grad(y) else None), rule=FLOAT, api=API)
 
 

@@ -138,8 +138,9 @@ def clamp(input, min=None, max=None):
 def _clamp_by_tensors(input, min, max):
     """clamp with tensor bounds, with PyTorch's gradients: the input's where it lies
     within the bounds (both included), a bound's where it replaced the input; with
-    min > max every element is max. A NaN bound gives NaN."""
-    out = input
+    min > max every element is max. A NaN bound gives NaN; a NaN input stays NaN, with no
+    gradient."""
+    out = where(isnan(input), detach(input), input) if input.is_floating_point() else input
     if min is not None:
         out = where((out < min) | (isnan(min) if isinstance(min, Tensor) else False), min, out)
     if max is not None:
