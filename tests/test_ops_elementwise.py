@@ -315,6 +315,28 @@ def test_elementwise_math_gradients_match_pytorch():
             _close(jb.grad, tb.grad, f"{what} gradient (other)", rtol=1e-4, atol=1e-5)
 
 
+def test_special_functions_at_their_poles_and_gradients_match_pytorch():
+    import torch
+
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, -2.0, -2.5, -0.5, 1e-8, 0.25,
+                  1.0, 2.5, 9.75, 10.0, 150.0, 1e10], np.float64)
+    p = np.array([np.nan, -1.5, -1.0, -1 + 1e-12, -0.75, -0.0, 0.0, 0.3, 0.999999, 1 - 1e-15,
+                  1.0, 1.0 + 1e-12], np.float64)
+    for dtype in (np.float64, np.float32):
+        with np.errstate(all="ignore"):
+            for name, data in (("lgamma", x), ("digamma", x), ("erfinv", p)):
+                a = data.astype(dtype)
+                _close(getattr(tj, name)(tj.tensor(a)), getattr(torch, name)(torch.tensor(a)),
+                       f"{name} {dtype.__name__}", rtol=1e-12 if dtype == np.float64 else 2e-6,
+                       atol=0)
+    g = np.array([-3.25, -0.5, 0.25, 1.5, 4.0, 12.0])
+    for name, data in (("lgamma", g), ("digamma", g), ("erfinv", np.tanh(g / 4))):
+        (t, j) = _pair(data)
+        getattr(torch, name)(t).sum().backward()
+        getattr(tj, name)(j).sum().backward()
+        _close(j.grad, t.grad, f"{name} gradient", rtol=1e-8)
+
+
 def test_elementwise_math_errors_are_pytorchs():
     import torch
 
@@ -396,7 +418,8 @@ def test_the_new_elementwise_ops_fuse_into_one_compiled_kernel():
         b = nf.softplus(x, 2.0, 3.0) - nf.logsigmoid(y) + nf.softshrink(x) + nf.hardshrink(y)
         c = nf.threshold(x, 0.25, -1.0) + m.erfc(y) + m.sinc(x) + m.xlogy(x, y.abs())
         d = m.fmax(x, y) - m.fmin(x, y) + m.logaddexp2(x, y) + m.nan_to_num(x / y)
-        return a * b + c * d + nf.selu(x) + nf.relu6(y * 4)
+        e = m.lgamma(x.abs() + 0.5) + m.digamma(y.abs() + 0.25) + m.erfinv(x / 5)
+        return a * b + c * d + nf.selu(x) + nf.relu6(y * 4) + e
 
     def integers(m, i, k):
         return ((i & k) | (i ^ 5)) + (~i) + (i << (k & 7)) + (i >> (k & 3))

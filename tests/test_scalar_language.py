@@ -49,6 +49,8 @@ def _numpy_functions() -> dict:
            "or": np.logical_or, "xor": np.logical_xor, "select": np.where,
            "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc),
            "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+    for fn in ("lgamma", "digamma", "trigamma", "erfinv"):  # PyTorch's values at the poles
+        fns[fn] = OPS[fn].impl
     fns["left_shift"], fns["right_shift"] = OPS.bitwise_left_shift.impl, \
         OPS.bitwise_right_shift.impl  # (PyTorch's counts outside [0, 64); numpy's differ)
     for fn in FUNCTIONS:

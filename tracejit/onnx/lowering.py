@@ -341,6 +341,8 @@ REFUSED = {
        for name in ("bitwise_and", "bitwise_or", "bitwise_xor")},
     **{OPS[name]: "ONNX's BitShift takes unsigned integers only"
        for name in ("bitwise_left_shift", "bitwise_right_shift")},
+    **{OPS[name]: f"ONNX has no {name}" for name in ("lgamma", "digamma", "trigamma",
+                                                     "erfinv")},
 }
 
 
@@ -404,6 +406,7 @@ CODE_FOR_FN = {
                                                         c.op("Mul", [y, y])])]),
 }
 REFUSED_FNS = {
+    **{fn: f"ONNX has no {fn}" for fn in ("lgamma", "digamma", "trigamma", "erfinv")},
     **{fn: "ONNX's bitwise operators need opset 18 (the export writes opset 17)"
        for fn in ("bitwise_and", "bitwise_or", "bitwise_xor")},
     **{fn: "ONNX's BitShift takes unsigned integers only"

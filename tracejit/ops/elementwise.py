@@ -605,3 +605,29 @@ _binary("logaddexp2", np.logaddexp2,
         lambda g, out, x, y: (g / (F.exp2(y - x) + 1) if needs_grad(x) else None,
                               g / (F.exp2(x - y) + 1) if needs_grad(y) else None),
         rule=FLOAT, api=API)
+
+
+
+# ---- special functions (backends/special.py: PyTorch's values at the poles) ----------------
+def _special(name: str):
+    """The numpy impl of a special function: its Numba ufunc, float16/bfloat16 in float32
+    and rounded back."""
+    def impl(x, out=None):
+        from ..backends.special import ufunc
+
+        x = np.asarray(x)
+        if x.dtype.itemsize == 2:
+            return ufunc(name)(x.astype(np.float32)).astype(x.dtype)
+        return ufunc(name)(x, out=out) if out is not None else ufunc(name)(x)
+    impl.__name__ = name
+    return impl
+
+
+_trigamma = _unary("trigamma", _special("trigamma"), call("trigamma", X))  # (polygamma(1, x))
+_unary("lgamma", _special("lgamma"), call("lgamma", X),
+       lambda g, out, x: (g * F.digamma(x),), api=API)
+_unary("digamma", _special("digamma"), call("digamma", X),
+       lambda g, out, x: (g * F.apply(_trigamma, x),), api=API)
+_unary("erfinv", _special("erfinv"), call("erfinv", X),
+       lambda g, out, x: (g * F.exp(out * out) * (math.sqrt(math.pi) / 2),), save_out=True,
+       meta_inputs=False, api=API)
