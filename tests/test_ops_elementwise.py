@@ -402,6 +402,18 @@ def test_pow_gradients_at_zero_infinity_and_negative_bases():
                 _close(j.grad, t.grad, f"{what}: {k} gradient")
 
 
+def test_integers_to_negative_integer_powers_as_pytorch():
+    import torch
+
+    base, expo = np.array([1, -1, -1, 2, 0, 3]), np.array([-3, -3, -2, -1, -1, 2])
+    for m in (torch, tj):
+        want = torch.tensor(base) ** torch.tensor(expo)
+        _close(m.tensor(base) ** m.tensor(expo), want, f"{m.__name__} tensor ** tensor")
+        _close(2 ** m.tensor(expo), 2 ** torch.tensor(expo), f"{m.__name__} 2 ** tensor")
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            m.tensor(base) ** -1
+
+
 # ---- fused ---------------------------------------------------------------------------------
 @pytest.mark.compile
 def test_the_new_elementwise_ops_fuse_into_one_compiled_kernel():

@@ -295,7 +295,24 @@ def _pow_vjp(g, out, x, y):
     return gx, gy
 
 
-_binary("pow", np.power, X ** Y, _pow_vjp, save_out=True,
+def _pow(x, y, out=None):
+    """numpy's power; integers to negative integer powers as PyTorch's (and the kernels')
+    for an integer tensor exponent: 1 for a base of 1, +-1 for -1, else 0."""
+    try:
+        return np.power(x, y) if out is None else np.power(x, y, out=out)
+    except ValueError:  # numpy refuses negative integer powers
+        if not isinstance(y, np.ndarray):
+            raise RuntimeError("Integers to negative integer powers are not allowed (expected "
+                               f"an exponent >= 0, found {y})") from None
+    base, exponent = np.asarray(x), np.asarray(y)
+    d = np.result_type(x, y)
+    negative = exponent < 0
+    r = np.power(base, np.where(negative, 0, exponent))
+    unit = np.where(base == 1, 1, np.where(base == -1, np.where(exponent % 2 == 0, 1, -1), 0))
+    return np.where(negative, unit, r).astype(d)
+
+
+_binary("pow", _pow, X ** Y, _pow_vjp, save_out=True,
         save_when={0: (0, 1), 1: (0, 1)}, right_identity=1, scalar_edges=False,
         autocast="fp32 cuda")
 

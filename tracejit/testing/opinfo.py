@@ -109,8 +109,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
              "length or a 1-d start tensor; IndexError where PyTorch raises RuntimeError for a "
              "0-d tensor"),
     **_known("neg", "errors", "TypeError where PyTorch raises RuntimeError for a bool tensor"),
-    **_known("__rpow__", FWD, "an integer raised to a negative integer tensor raises "
-             "ValueError (numpy); PyTorch returns 0"),
     **_known("nn.functional.rrelu", ALL3, "training=True draws the slopes from tracejit's "
              "generator: values differ from PyTorch's draws"),
     **_known("gather", ALL3, "a 0-d input (with a 0-d or 1-d index) raises"),
