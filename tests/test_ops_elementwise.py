@@ -406,10 +406,10 @@ def test_integers_to_negative_integer_powers_as_pytorch():
     import torch
 
     base, expo = np.array([1, -1, -1, 2, 0, 3]), np.array([-3, -3, -2, -1, -1, 2])
+    _close(tj.tensor(base) ** tj.tensor(expo), torch.tensor(base) ** torch.tensor(expo),
+           "tensor ** tensor")
+    _close(2 ** tj.tensor(expo), 2 ** torch.tensor(expo), "2 ** tensor")
     for m in (torch, tj):
-        want = torch.tensor(base) ** torch.tensor(expo)
-        _close(m.tensor(base) ** m.tensor(expo), want, f"{m.__name__} tensor ** tensor")
-        _close(2 ** m.tensor(expo), 2 ** torch.tensor(expo), f"{m.__name__} 2 ** tensor")
         with pytest.raises(RuntimeError, match="negative integer powers"):
             m.tensor(base) ** -1
 
