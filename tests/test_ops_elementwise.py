@@ -463,3 +463,56 @@ def test_the_new_elementwise_ops_fuse_into_one_compiled_kernel():
         _close(traced_ints(tj.tensor(i.astype(dtype)), tj.tensor(k.astype(dtype))),
                integers(torch, torch.tensor(i), torch.tensor(k)), "fused integers")
     assert F.elu is tj.nn.functional.elu
+
+
+# ---- small integer dtypes ----------------------------------------------------------------
+SMALL = ("uint8", "int8", "int16")
+
+
+def test_small_integer_dtypes_promote_wrap_and_cast_as_pytorch():
+    import itertools
+
+    import torch
+
+    names = ("bool",) + SMALL + ("int32", "int64", "float16", "float32", "float64")
+    for a, b in itertools.product(names, names):
+        ta, tb = torch.ones(2, dtype=getattr(torch, a)), torch.ones(2, dtype=getattr(torch, b))
+        ja, jb = tj.ones(2, dtype=getattr(tj, a)), tj.ones(2, dtype=getattr(tj, b))
+        for what, fn in (("tensors", lambda x, y: x + y), ("0-d", lambda x, y: x + y[0]),
+                         ("int", lambda x, y: x + 1), ("float", lambda x, y: x * 1.5)):
+            want, got = fn(ta, tb), fn(ja, jb)
+            assert got.dtype.name == str(want.dtype).rsplit(".", 1)[-1], (a, b, what)
+    u = np.array([200, 100, 0, 255], np.uint8)
+    s = np.array([-128, 127, -1, 5], np.int8)
+    for m in (torch, tj):
+        assert m.tensor(u).dtype == m.uint8 and m.tensor(s).dtype == m.int8
+    tu, ju, ts, js = torch.tensor(u), tj.tensor(u), torch.tensor(s), tj.tensor(s)
+    for what, fn in (("wraps", lambda x, y: x * 2 + x), ("negates", lambda x, y: -y),
+                     ("mixes", lambda x, y: x - y), ("sums to int64", lambda x, y: x.sum()),
+                     ("bits", lambda x, y: (~x) ^ (x << 3) | (y >> 2)),
+                     ("compares", lambda x, y: x > y), ("divides", lambda x, y: x / 7),
+                     ("casts", lambda x, y: (x.short(), y.byte(), x.char(), y.float())),
+                     ("amax", lambda x, y: y.amax())):
+        want, got = fn(tu, ts), fn(ju, js)
+        for w, g in zip(want if isinstance(want, tuple) else (want,),
+                        got if isinstance(got, tuple) else (got,)):
+            _close(g, w, what)
+    assert tj.short is tj.int16 and tj.tensor([1], dtype="short").dtype is tj.int16
+
+
+@pytest.mark.compile
+def test_small_integer_dtypes_fuse_into_one_compiled_kernel():
+    import torch
+
+    def fn(u, i, h):
+        return (u + i) * 3 - (h << 2) + (u & 15) - (i >> 1) + (h // 5), u * 2, i.abs()
+
+    rng = np.random.default_rng(8)
+    u = rng.integers(0, 256, (4, 5)).astype(np.uint8)
+    i = rng.integers(-128, 128, (4, 5)).astype(np.int8)
+    h = rng.integers(-3000, 3000, (4, 5)).astype(np.int16)
+    traced = tj.trace(fn, (tj.tensor(u), tj.tensor(i), tj.tensor(h)), backend="numba")
+    assert sum(n.op == "fused" for n in traced.graph.nodes) == 1
+    got = traced(tj.tensor(u), tj.tensor(i), tj.tensor(h))
+    for g, w in zip(got, fn(torch.tensor(u), torch.tensor(i), torch.tensor(h))):
+        _close(g, w, "fused small integers")

@@ -46,6 +46,7 @@ finally:
 bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
 int32, int64 = _dtypes.int32, _dtypes.int64
+int8, uint8, int16, short = _dtypes.int8, _dtypes.uint8, _dtypes.int16, _dtypes.int16
 float, double, half, long = float32, float64, float16, int64
 
 clip = clamp

@@ -37,6 +37,7 @@ from ..codegen.plan import is_row_value as _is_row_value
 
 
 _NP_TYPES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64",
+             "int8": "np.int8", "uint8": "np.uint8", "int16": "np.int16",
              "float16": "np.float32", "bfloat16": "np.float32",  # (held in float32)
              "float32": "np.float32", "float64": "np.float64"}
 
@@ -75,7 +76,7 @@ _FORMS = {dtype: {fn: f"{form}({{0}})" for fn, form in forms.items()}
                                ("bfloat16", FLOAT32_FORMS), ("float64", FLOAT64_FORMS))}
 # ... and integers' C remainder from Python's (Numba's np.fmod of integers takes the
 # divisor's sign)
-_FORMS["int32"] = _FORMS["int64"] = {
+_FORMS["int8"] = _FORMS["uint8"] = _FORMS["int16"] = _FORMS["int32"] = _FORMS["int64"] = {
     "fmod": "(({0} % {1}) - ({1} if ({0} % {1}) != 0 and ({0} < 0) != ({1} < 0) else 0))"}
 _FLOAT32_MATH = ("float32", "float16", "bfloat16")  # computed in float32 registers
 

@@ -188,7 +188,8 @@ def _combine(monoid) -> str:
 
 
 _NUMBA_TYPES = {"float32": "numba.float32", "float64": "numba.float64",
-                "int32": "numba.int32", "int64": "numba.int64", "bool": "numba.boolean"}
+                "int32": "numba.int32", "int64": "numba.int64", "bool": "numba.boolean",
+                "int8": "numba.int8", "uint8": "numba.uint8", "int16": "numba.int16"}
 
 
 def _initial(monoid, dtype: str) -> str:

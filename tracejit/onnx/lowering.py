@@ -18,7 +18,8 @@ from ..ops import OPS
 ONNX_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
               "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
               "int32": TensorProto.INT32, "bool": TensorProto.BOOL,
-              "int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
+              "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
+              "int16": TensorProto.INT16}
 
 
 class ExportError(RuntimeError):

@@ -24,7 +24,8 @@ def _dtype_of(*operands) -> dt.dtype:
 def _cpu_name(d: dt.dtype) -> str:
     """PyTorch's name of a dtype in its kernels' errors ('Float', 'Long', 'Bool')."""
     return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-            "int32": "Int", "int64": "Long", "bool": "Bool"}.get(d.name, d.name)
+            "int32": "Int", "int64": "Long", "bool": "Bool", "int16": "Short", "int8": "Char",
+            "uint8": "Byte"}.get(d.name, d.name)
 
 
 def _no_kernel(name: str, d: dt.dtype, expected: str):
@@ -356,6 +357,9 @@ def _install() -> None:
         setattr(T, f"__r{sym}__", lambda self, other, fn=fn: fn(other, self))
         setattr(T, f"__i{sym}__", scope[name + "_"])
     T.__invert__ = _invert
+    T.byte = lambda self: F.cast(self, dt.uint8)
+    T.char = lambda self: F.cast(self, dt.int8)
+    T.short = lambda self: F.cast(self, dt.int16)
     T.__pos__ = positive
 
 
