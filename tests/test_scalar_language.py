@@ -3,6 +3,8 @@ computes, every renderer spells every scalar function and monoid, and every elem
 compiled alone as a CPU kernel agrees with its numpy implementation."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -47,6 +49,10 @@ def _numpy_functions() -> dict:
            "or": np.logical_or, "xor": np.logical_xor, "select": np.where,
            "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc),
            "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+    for fn in ("lgamma", "digamma", "trigamma", "erfinv"):  # PyTorch's values at the poles
+        fns[fn] = OPS[fn].impl
+    fns["left_shift"], fns["right_shift"] = OPS.bitwise_left_shift.impl, \
+        OPS.bitwise_right_shift.impl  # (PyTorch's counts outside [0, 64); numpy's differ)
     for fn in FUNCTIONS:
         fns.setdefault(fn, getattr(np, fn, None) or getattr(np, "arc" + fn[1:], None))
     return fns
@@ -134,7 +140,10 @@ def test_every_scalar_function_compiles_on_the_cpu(fn):
 
     arity = FUNCTIONS[fn].arity
     operands = _OPERANDS.get(fn, (0.625, -0.375)[:arity] if arity <= 2 else None)
-    for dtype in ("float64", "float32"):
+    bitwise = FUNCTIONS[fn].kind == "bitwise"
+    if bitwise:
+        operands = (-77, 5)[:arity]
+    for dtype in ("int64", "int32") if bitwise else ("float64", "float32"):
         st = Statement(fn, "r0", dtype, Call(fn, tuple(Arg(i) for i in range(arity))),
                        tuple(Ref(f"a{i}") for i in range(arity)))
         params = ", ".join(f"a{i}" for i in range(arity))
@@ -145,6 +154,14 @@ def test_every_scalar_function_compiles_on_the_cpu(fn):
         args = [a if isinstance(a, bool) else np.dtype(dtype).type(a) for a in operands]
         np.testing.assert_allclose(float(kernel(*args)), float(NUMPY_FNS[fn](*args)),
                                    rtol=1e-6, err_msg=source)
+        if bitwise:  # shifts by counts at and beyond the type's width, and negative ones
+            for a, b in itertools.product((-77, 77, -1), (-1, 0, 31, 32, 63, 64, 99)):
+                args = [np.dtype(dtype).type(v) for v in (a, b)[:arity]]
+                want = np.asarray(NUMPY_FNS[fn](*[np.asarray(v) for v in args])).astype(
+                    np.int64).astype(dtype)  # (the kernel's result converted as a store)
+                got = np.dtype(dtype).type(np.int64(kernel(*args)).astype(dtype))
+                assert got == want, (source, args)
+            continue
         if fn in ("select", "round") or FUNCTIONS[fn].kind in ("logic", "math"):
             continue  # (libm's and numpy's edge cases agree; select has a bool operand)
         for a in _SPECIAL:

@@ -34,6 +34,8 @@ try:
     globals().update({_n: getattr(_m, _n) for _m in (_contraction, _ordering)
                       for _n in _m.__all__})
     from . import linalg  # noqa: F401
+    from .tensor import elementwise as _elementwise
+    globals().update({_n: getattr(_elementwise, _n) for _n in _elementwise.NAMES})
     from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
     from . import autograd, nn, optim  # noqa: E402
@@ -48,6 +50,7 @@ finally:
 bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
 int32, int64 = _dtypes.int32, _dtypes.int64
+int8, uint8, int16, short = _dtypes.int8, _dtypes.uint8, _dtypes.int16, _dtypes.int16
 float, double, half, long = float32, float64, float16, int64
 
 clip = clamp

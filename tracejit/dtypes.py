@@ -32,6 +32,9 @@ class dtype:
 
 
 bool_ = dtype("bool", np.bool_, 0, "b8")
+uint8 = dtype("uint8", np.uint8, 1, "u8")
+int8 = dtype("int8", np.int8, 1, "i8")
+int16 = dtype("int16", np.int16, 1, "i16")
 int32 = dtype("int32", np.int32, 1, "i32")
 int64 = dtype("int64", np.int64, 1, "i64")
 float16 = dtype("float16", np.float16, 2, "f16")
@@ -44,14 +47,15 @@ float64 = dtype("float64", np.float64, 2, "f64")
 bfloat16 = None
 BF16_NP = None  # its numpy dtype, once made
 
-ALL = (bool_, int32, int64, float16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
 FLOATING = (float16, float32, float64)
 LOW_PRECISION = (float16,)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
                  "int": int32, "f32": float32, "f64": float64, "f16": float16,
-                 "i32": int32, "i64": int64, "b8": bool_})
+                 "i32": int32, "i64": int64, "b8": bool_, "short": int16, "i16": int16,
+                 "i8": int8, "u8": uint8})
 
 default_float = float32
 default_int = int64
@@ -72,7 +76,7 @@ def bfloat16_dtype() -> dtype:
         bf = dtype("bfloat16", ml_dtypes.bfloat16, 2, "bf16")
         _BY_NP[bf.np] = bf  # (in place: other modules hold these dicts)
         _BY_NAME["bfloat16"] = _BY_NAME["bf16"] = bf
-        ALL = (bool_, int32, int64, float16, bf, float32, float64)
+        ALL = (bool_, uint8, int8, int16, int32, int64, float16, bf, float32, float64)
         FLOATING = (float16, bf, float32, float64)
         LOW_PRECISION = (float16, bf)
         BF16_NP, bfloat16 = bf.np, bf
@@ -120,6 +124,9 @@ def _higher(a: dtype, b: dtype) -> dtype:
         return a if a.category > b.category else b
     if a.itemsize == b.itemsize == 2 and a.category == 2:  # float16 with bfloat16
         return float32
+    if a.np.kind != b.np.kind and a.category == 1:  # uint8 with a signed integer
+        signed = b if a is uint8 else a
+        return int16 if signed.itemsize == 1 else signed
     return a if a.itemsize >= b.itemsize else b
 
 

@@ -7,8 +7,9 @@ cache) and updates the entry's digest manifest. Until the worker is done, the ca
 that kernel run its region on the interpreter (the region's ops one by one, on numpy);
 the first call after it is done loads the machine code from the cache (milliseconds) and
 runs it. A kernel already in the disk cache is loaded by a thread of this process (Numba
-reads and links each in 10-30 ms), its calls running by ops meanwhile. Results are those of the ops either way: the interpreter runs the same op
-implementations eager execution does.
+reads and links each in 10-30 ms), its calls running by ops meanwhile. Results are those
+of the ops either way: the interpreter runs the same op implementations eager execution
+does.
 
 On by default where there is a disk cache to hand the code over (kernel_cache.py);
 `TRACEJIT_BACKGROUND_COMPILE=0` (or `tj.jit.background_compile(False)`) compiles at the

@@ -1,5 +1,8 @@
 """`tj.nn`: modules, parameters, layers and losses (PyTorch's names and semantics)."""
 from . import functional, init, parallel, utils
+from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                         LogSigmoid, Mish, PReLU, ReLU6, RReLU, SELU, Softplus, Softshrink,
+                         Softsign, Tanhshrink, Threshold)
 from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
                      BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Dropout2d,
                      Embedding, Flatten, GELU, Identity, LayerNorm, LeakyReLU, Linear, MaxPool2d,
@@ -20,3 +23,6 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "MultiheadAttention", "Transformer",
            "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
            "TransformerDecoderLayer", "Identity"]
+__all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus",
+            "Softsign", "Mish", "LogSigmoid", "PReLU", "GLU", "Tanhshrink", "Softshrink",
+            "Hardshrink", "Threshold", "RReLU"]

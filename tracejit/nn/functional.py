@@ -902,3 +902,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         out = F.squeeze(out, 1)
         weights = None if weights is None else F.squeeze(weights, 0)
     return out, weights
+
+
+from ._activations import *  # noqa: E402,F401,F403  (elu, hardtanh, softplus, prelu, ...)
+from . import _activations  # noqa: E402
+
+__all__ += _activations.__all__

@@ -18,7 +18,8 @@ from ..ops import OPS
 ONNX_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
               "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
               "int32": TensorProto.INT32, "bool": TensorProto.BOOL,
-              "int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
+              "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
+              "int16": TensorProto.INT16}
 
 
 class ExportError(RuntimeError):
@@ -349,6 +350,12 @@ REFUSED = {
     OPS["scatter_reduce"]: f"{_LATER} (ScatterElements with reduction='mul', 'max' or 'min')",
     OPS["copysign"]: "ONNX cannot read the sign of a negative zero",
     OPS["signbit"]: "ONNX cannot read the sign of a negative zero",
+    **{OPS[name]: "ONNX's bitwise operators need opset 18 (the export writes opset 17)"
+       for name in ("bitwise_and", "bitwise_or", "bitwise_xor")},
+    **{OPS[name]: "ONNX's BitShift takes unsigned integers only"
+       for name in ("bitwise_left_shift", "bitwise_right_shift")},
+    **{OPS[name]: f"ONNX has no {name}" for name in ("lgamma", "digamma", "trigamma",
+                                                     "erfinv")},
 }
 
 
@@ -406,11 +413,17 @@ CODE_FOR_FN = {
     "trunc": lambda c, x: c.op("Where", [c.op("Less", [x, _float_const(c, x, 0)]),
                                          c.op("Ceil", [x]), c.op("Floor", [x])]),
     "floordiv": _fn_floordiv, "mod": _fn_mod,
+    "bitwise_not": lambda c, x: c.op("Sub", [c.op("Neg", [x]), c.scalar(1, c.dtype(x))]),
     "fmod": lambda c, x, y: c.op("Mod", [x, y], fmod=1),
     "hypot": lambda c, x, y: c.op("Sqrt", [c.op("Add", [c.op("Mul", [x, x]),
                                                         c.op("Mul", [y, y])])]),
 }
 REFUSED_FNS = {
+    **{fn: f"ONNX has no {fn}" for fn in ("lgamma", "digamma", "trigamma", "erfinv")},
+    **{fn: "ONNX's bitwise operators need opset 18 (the export writes opset 17)"
+       for fn in ("bitwise_and", "bitwise_or", "bitwise_xor")},
+    **{fn: "ONNX's BitShift takes unsigned integers only"
+       for fn in ("left_shift", "right_shift")},
     "atan2": "ONNX has no two-argument arctangent",
     "copysign": "ONNX cannot read the sign of a negative zero",
 }

@@ -12,7 +12,7 @@ import numpy as np
 
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, infer_elementwise
-from .scalar import IDENTITY, X, Y, Z, call, eq, select
+from .scalar import IDENTITY, X, Y, Z, call, eq, ne, select
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are loaded
 
@@ -271,19 +271,64 @@ _binary("div", np.true_divide, X / Y,
         save_when={0: (1,), 1: (0, 1)}, right_identity=1)
 
 
+def _log_of_number(v: float) -> float:
+    return math.log(v) if v > 0 else -math.inf if v == 0 else math.nan
+
+
 def _pow_vjp(g, out, x, y):
-    gx = g * y * F.pow(x, y - 1) if needs_grad(x) else None
-    gy = g * out * F.log(F.where(x > 0, x, 1)) if needs_grad(y) else None
+    """PyTorch's: no gradient for the base where the exponent is 0 (0 ** 0, inf ** 0);
+    for the exponent, 0 where the base is 0 and the exponent >= 0, and log(base) (NaN for
+    a negative base, -inf at 0) elsewhere."""
+    gx = gy = None
+    if needs_grad(x):
+        if isinstance(y, (int, float)):
+            gx = g * 0 if y == 0 else g * y * F.pow(x, y - 1)
+        else:
+            gx = F.where(y == 0, 0, g * y * F.pow(x, y - 1))
+    if needs_grad(y):
+        if isinstance(x, (int, float)):
+            gy = g * out * _log_of_number(x)
+            if x == 0:
+                gy = F.where(y >= 0, 0, gy)
+        else:
+            gy = F.where((x == 0) & (y >= 0), 0, g * out * F.log(x))
     return gx, gy
 
 
-_binary("pow", np.power, X ** Y, _pow_vjp, save_out=True,
-        save_when={0: (0, 1), 1: (0,)}, right_identity=1, scalar_edges=False,
+def _pow(x, y, out=None):
+    """numpy's power; integers to negative integer powers as PyTorch's (and the kernels')
+    for an integer tensor exponent: 1 for a base of 1, +-1 for -1, else 0."""
+    try:
+        return np.power(x, y) if out is None else np.power(x, y, out=out)
+    except ValueError:  # numpy refuses negative integer powers
+        if not isinstance(y, np.ndarray):
+            raise RuntimeError("Integers to negative integer powers are not allowed (expected "
+                               f"an exponent >= 0, found {y})") from None
+    base, exponent = np.asarray(x), np.asarray(y)
+    d = np.result_type(x, y)
+    negative = exponent < 0
+    r = np.power(base, np.where(negative, 0, exponent))
+    unit = np.where(base == 1, 1, np.where(base == -1, np.where(exponent % 2 == 0, 1, -1), 0))
+    return np.where(negative, unit, r).astype(d)
+
+
+_binary("pow", _pow, X ** Y, _pow_vjp, save_out=True,
+        save_when={0: (0, 1), 1: (0, 1)}, right_identity=1, scalar_edges=False,
         autocast="fp32 cuda")
-_binary("maximum", np.maximum, call("max", X, Y),
-        lambda g, out, x, y: (F.where(x >= y, g, 0), F.where(x < y, g, 0)))
-_binary("minimum", np.minimum, call("min", X, Y),
-        lambda g, out, x, y: (F.where(x <= y, g, 0), F.where(x > y, g, 0)))
+
+
+def _extremum_split(loses):
+    """maximum's and minimum's gradient as PyTorch's: half to each side at a tie, all of
+    it to both where a NaN makes them incomparable."""
+    def vjp(g, out, x, y):
+        h = F.where(x == y, g / 2, g)
+        return (F.where(loses(x, y), 0, h) if needs_grad(x) else None,
+                F.where(loses(y, x), 0, h) if needs_grad(y) else None)
+    return vjp
+
+
+_binary("maximum", np.maximum, call("max", X, Y), _extremum_split(lambda a, b: a < b))
+_binary("minimum", np.minimum, call("min", X, Y), _extremum_split(lambda a, b: a > b))
 _binary("floor_divide", np.floor_divide, X // Y, saves=())
 _binary("remainder", np.remainder, X % Y, saves=(), discontinuous=True,
         scalar_edges=False)
@@ -345,3 +390,261 @@ register("where", ELEMENTWISE, _where, _infer_where,
                                   F.where(c, 0, g) if needs_grad(b) else None),
          saves=(0,), expr=select(X, Y, Z), dtype_rule="where", arity=3,
          grad_inputs=(1, 2))
+
+
+# ---- activations (PyTorch's forms, and its gradients at the kinks) ---------------------------
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None):
+    return np.where(x > 0, x * scale, np.expm1(x * input_scale) * (alpha * scale))
+
+
+def _elu_vjp(g, out, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """PyTorch's: the negative side's slope at 0 (alpha * scale * input_scale)."""
+    return (F.where(x <= 0, g * F.exp(x * input_scale) * (alpha * scale * input_scale),
+                    g * scale),)
+
+
+_unary("elu", _elu,
+       lambda alpha=1.0, scale=1.0, input_scale=1.0: select(
+           X > 0, X * scale, call("expm1", X * input_scale) * (alpha * scale)),
+       _elu_vjp, rule=PROMOTE)
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0, out=None):
+    return np.where(x < min_val, min_val, np.where(x > max_val, max_val, x)).astype(x.dtype)
+
+
+_unary("hardtanh", _hardtanh, lambda min_val=-1.0, max_val=1.0: _clamp_expr(min_val, max_val),
+       lambda g, out, x, min_val=-1.0, max_val=1.0: (
+           F.where((x <= min_val) | (x >= max_val), 0, g),),
+       rule=PROMOTE)
+
+
+def _hardswish(x, out=None):
+    return x * np.minimum(np.maximum(x + 3, 0), 6) / 6
+
+
+_unary("hardswish", _hardswish, X * call("min", call("max", X + 3, 0), 6) / 6,
+       lambda g, out, x: (F.where(x <= -3, 0, F.where(x < 3, g * (x / 3 + 0.5), g)),),
+       rule=PROMOTE)
+
+
+def _hardsigmoid(x, out=None):
+    return np.minimum(np.maximum(x + 3, 0), 6) / 6
+
+
+_unary("hardsigmoid", _hardsigmoid, call("min", call("max", X + 3, 0), 6) / 6,
+       lambda g, out, x: (F.where((x > -3) & (x < 3), g / 6, 0),), rule=PROMOTE)
+
+
+def _softplus(x, beta=1.0, threshold=20.0, out=None):
+    xb = x * beta
+    return np.where(xb > threshold, x, np.log1p(np.exp(xb)) / beta)
+
+
+def _softplus_vjp(g, out, x, beta=1.0, threshold=20.0):
+    z = F.exp(x * beta)
+    return (F.where(x * beta > threshold, g, g * z / (z + 1)),)
+
+
+_unary("softplus", _softplus,
+       lambda beta=1.0, threshold=20.0: select(
+           X * beta > threshold, X, call("log1p", call("exp", X * beta)) / beta),
+       _softplus_vjp, rule=PROMOTE)
+
+
+def _logsigmoid(x, out=None):
+    return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
+
+
+_unary("logsigmoid", _logsigmoid,
+       call("min", X, 0) - call("log1p", call("exp", -call("abs", X))),
+       lambda g, out, x: (g * F.sigmoid(-x),), rule=PROMOTE, grad_name="LogSigmoidBackward0")
+
+
+def _shrunk(x, lambd):
+    """Where softshrink and hardshrink are 0 (and so is their gradient)."""
+    return (x >= -lambd) & (x <= lambd)
+
+
+def _softshrink(x, lambd=0.5, out=None):
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, x * 0))
+
+
+_unary("softshrink", _softshrink,
+       lambda lambd=0.5: select(X > lambd, X - lambd, select(X < -lambd, X + lambd, X * 0)),
+       lambda g, out, x, lambd=0.5: (F.where(_shrunk(x, lambd), 0, g),), rule=PROMOTE)
+
+
+def _hardshrink(x, lambd=0.5, out=None):
+    return np.where(_shrunk(x, lambd), x * 0, x)
+
+
+_unary("hardshrink", _hardshrink,
+       lambda lambd=0.5: select(call("and", X >= -lambd, X <= lambd), X * 0, X),
+       lambda g, out, x, lambd=0.5: (F.where(_shrunk(x, lambd), 0, g),), rule=PROMOTE)
+
+
+def _threshold(x, threshold=0.0, value=0.0, out=None):
+    return np.where(x <= threshold, value, x).astype(x.dtype)
+
+
+_unary("threshold", _threshold,
+       lambda threshold=0.0, value=0.0: select(X <= threshold, value, X),
+       lambda g, out, x, threshold=0.0, value=0.0: (F.where(x <= threshold, 0, g),),
+       rule=PROMOTE)
+
+
+# ---- integers' bits ----------------------------------------------------------------------
+def _shift(left: bool):
+    """PyTorch's shifts: a count outside [0, 64) (in int64, which holds every narrower
+    type) shifts every bit out: 0 to the left, the sign to the right."""
+    def impl(x, n, out=None):
+        like = x if isinstance(x, np.ndarray) else np.asarray(n)
+        a, c = np.asarray(x, np.int64), np.asarray(n, np.int64)
+        inside = (c >= 0) & (c < 64)
+        if left:
+            r = np.where(inside, np.left_shift(a, np.where(inside, c, 0)), 0)
+        else:
+            r = np.right_shift(a, np.where(inside, c, 63))
+        return r.astype(like.dtype)
+    impl.__name__ = "left_shift" if left else "right_shift"
+    return impl
+
+
+_unary("bitwise_not", np.invert, call("bitwise_not", X), rule=PROMOTE, saves=())
+for _name, _ufunc in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                      ("bitwise_xor", np.bitwise_xor)):
+    _binary(_name, _ufunc, call(_name, X, Y), saves=())
+_binary("bitwise_left_shift", _shift(True), call("left_shift", X, Y), saves=(),
+        discontinuous=True)
+_binary("bitwise_right_shift", _shift(False), call("right_shift", X, Y), saves=(),
+        discontinuous=True)
+
+
+# ---- more of PyTorch's elementwise math ----------------------------------------------------
+def _nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0, out=None):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+_unary("nan_to_num", _nan_to_num,
+       lambda nan=0.0, posinf=0.0, neginf=0.0: select(
+           ne(X, X), nan, select(eq(X, math.inf), posinf, select(eq(X, -math.inf), neginf, X))),
+       lambda g, out, x, **attrs: (F.where(F.isfinite(x), g, 0),), rule=PROMOTE)
+_libm_ufuncs: dict = {}
+
+
+def _libm(name: str):
+    """A numpy impl of libm's `name` (numpy has none) through a Numba ufunc, made on first
+    use; float16/bfloat16 in float32, rounded back."""
+    def impl(x, out=None):
+        fn = _libm_ufuncs.get(name)
+        if fn is None:
+            import numba
+
+            scalar = getattr(math, name)
+
+            def kernel(v):
+                return scalar(v)
+            fn = _libm_ufuncs[name] = numba.vectorize(
+                ["float32(float32)", "float64(float64)"])(kernel)
+        x = np.asarray(x)
+        if x.dtype.itemsize == 2:
+            return fn(x.astype(np.float32)).astype(x.dtype)
+        return fn(x, out=out) if out is not None else fn(x)
+    impl.__name__ = name
+    return impl
+
+
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+_unary("erfc", _libm("erfc"), call("erfc", X),
+       lambda g, out, x: (-(g * F.exp(-(x * x)) * _TWO_OVER_SQRT_PI),), api=API)
+
+
+def _sinc(x, out=None):
+    px = x * math.pi
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(x == 0, 1, np.sin(px) / px).astype(px.dtype)
+
+
+def _sinc_vjp(g, out, x):
+    """(cos(pi x) - sinc(x)) / x, 0 at 0 (x there replaced by 1, so that no NaN reaches a
+    second derivative)."""
+    zero = x == 0
+    safe = F.where(zero, 1, x)
+    px = safe * math.pi
+    return (g * F.where(zero, 0, (px * F.cos(px) - F.sin(px)) / (px * safe)),)
+
+
+_unary("sinc", _sinc, select(eq(X, 0), 1, call("sin", X * math.pi) / (X * math.pi)),
+       _sinc_vjp, api=API)
+
+
+def _heaviside(x, v, out=None):
+    return np.where(x == 0, v, x > 0).astype(np.result_type(x, v))
+
+
+_binary("heaviside", _heaviside, select(eq(X, 0), Y, select(X > 0, 1, 0)), saves=(),
+        discontinuous=True)
+
+
+def _extremum_vjp(keep_x):
+    """fmax's and fmin's gradient: all of it to x where x wins or ties, or y is NaN."""
+    def vjp(g, out, x, y):
+        to_x = keep_x(x, y) | F.isnan(y)
+        return (F.where(to_x, g, 0) if needs_grad(x) else None,
+                F.where(to_x, 0, g) if needs_grad(y) else None)
+    return vjp
+
+
+_binary("fmax", np.fmax, select(ne(X, X), Y, select(ne(Y, Y), X, call("max", X, Y))),
+        _extremum_vjp(lambda x, y: x >= y), scalar_edges=False)
+_binary("fmin", np.fmin, select(ne(X, X), Y, select(ne(Y, Y), X, call("min", X, Y))),
+        _extremum_vjp(lambda x, y: x <= y), scalar_edges=False)
+
+
+def _xlogy(x, y, out=None):
+    d = np.result_type(x, y)  # (a Python number takes the tensor's dtype)
+    x, y = np.asarray(x, d), np.asarray(y, d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.asarray(x * np.log(y))
+    return np.where(np.isnan(y), y, np.where(np.asarray(x) == 0, 0, r)).astype(r.dtype)
+
+
+_binary("xlogy", _xlogy, select(ne(Y, Y), Y, select(eq(X, 0), 0, X * call("log", Y))),
+        lambda g, out, x, y: (F.where((x == 0) & (y <= 0), 0, F.xlogy(g, y))
+                              if needs_grad(x) else None,
+                              g * x / y if needs_grad(y) else None), rule=FLOAT, api=API)
+
+
+_binary("logaddexp2", np.logaddexp2,
+        select(eq(X, Y), X + 1, call("max", X, Y) + call("log1p", call(
+            "exp2", -call("abs", X - Y))) / _LN2),
+        lambda g, out, x, y: (g / (F.exp2(y - x) + 1) if needs_grad(x) else None,
+                              g / (F.exp2(x - y) + 1) if needs_grad(y) else None),
+        rule=FLOAT, api=API)
+
+
+
+# ---- special functions (backends/special.py: PyTorch's values at the poles) ----------------
+def _special(name: str):
+    """The numpy impl of a special function: its Numba ufunc, float16/bfloat16 in float32
+    and rounded back."""
+    def impl(x, out=None):
+        from ..backends.special import ufunc
+
+        x = np.asarray(x)
+        if x.dtype.itemsize == 2:
+            return ufunc(name)(x.astype(np.float32)).astype(x.dtype)
+        return ufunc(name)(x, out=out) if out is not None else ufunc(name)(x)
+    impl.__name__ = name
+    return impl
+
+
+_trigamma = _unary("trigamma", _special("trigamma"), call("trigamma", X))  # (polygamma(1, x))
+_unary("lgamma", _special("lgamma"), call("lgamma", X),
+       lambda g, out, x: (g * F.digamma(x),), api=API)
+_unary("digamma", _special("digamma"), call("digamma", X),
+       lambda g, out, x: (g * F.apply(_trigamma, x),), api=API)
+_unary("erfinv", _special("erfinv"), call("erfinv", X),
+       lambda g, out, x: (g * F.exp(out * out) * (math.sqrt(math.pi) / 2),), save_out=True,
+       meta_inputs=False, api=API)

@@ -24,7 +24,8 @@ from typing import Callable, NamedTuple
 
 class Fn(NamedTuple):
     """A scalar function: its arity and its class ("arith", "compare", "logic", "select",
-    "math": a libm-style call, which costs far more than arithmetic to recompute)."""
+    "bitwise": integers' bits, "math": a libm-style call, which costs far more than
+    arithmetic to recompute)."""
     name: str
     arity: int
     kind: str
@@ -36,13 +37,19 @@ _FNS += [Fn(n, 2, "arith") for n in ("add", "sub", "mul", "div", "floordiv", "mo
 _FNS += [Fn(n, 2, "compare") for n in ("lt", "le", "gt", "ge", "eq", "ne")]
 _FNS += [Fn("not", 1, "logic")] + [Fn(n, 2, "logic") for n in ("and", "or", "xor")]
 _FNS += [Fn("select", 3, "select")]
+# integers' bits (two's complement); shifts as PyTorch's: a count outside [0, 64) shifts
+# every bit out (0 to the left, the sign to the right)
+_FNS += [Fn("bitwise_not", 1, "bitwise")] + [Fn(n, 2, "bitwise") for n in (
+    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")]
 # libm's functions of one argument (Python's `math` names; `round` to nearest even, as
 # PyTorch's), and of two
 MATH1 = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos",
          "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
          "erf", "erfc", "floor", "ceil", "trunc", "round", "isnan", "isinf", "isfinite")
 MATH2 = ("atan2", "copysign", "fmod", "hypot")
-_FNS += [Fn(n, 1, "math") for n in MATH1] + [Fn(n, 2, "math") for n in MATH2]
+# special functions beyond libm's (backends/special.py): PyTorch's values at their poles
+SPECIAL = ("lgamma", "digamma", "trigamma", "erfinv")
+_FNS += [Fn(n, 1, "math") for n in MATH1 + SPECIAL] + [Fn(n, 2, "math") for n in MATH2]
 FUNCTIONS: dict[str, Fn] = {f.name: f for f in _FNS}
 
 

@@ -131,13 +131,21 @@ def where(condition, input=None, other=None):
 
 def clamp(input, min=None, max=None):
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = input
-        if min is not None:
-            out = maximum(out, min)
-        if max is not None:
-            out = minimum(out, max)
-        return out
+        return _clamp_by_tensors(input, min, max)
     return apply(OPS.clamp, input, min=min, max=max)
+
+
+def _clamp_by_tensors(input, min, max):
+    """clamp with tensor bounds, with PyTorch's gradients: the input's where it lies
+    within the bounds (both included), a bound's where it replaced the input; with
+    min > max every element is max. A NaN bound gives NaN; a NaN input stays NaN, with no
+    gradient."""
+    out = where(isnan(input), detach(input), input) if input.is_floating_point() else input
+    if min is not None:
+        out = where((out < min) | (isnan(min) if isinstance(min, Tensor) else False), min, out)
+    if max is not None:
+        out = where((out > max) | (isnan(max) if isinstance(max, Tensor) else False), max, out)
+    return out
 
 
 def require_floating(name: str, input) -> None:
@@ -1043,9 +1051,7 @@ def _install_methods():
 
     for name, op in (("add", OPS.add), ("sub", OPS.sub), ("mul", OPS.mul),
                      ("truediv", OPS.div), ("floordiv", OPS.floor_divide),
-                     ("mod", OPS.remainder),
-                     ("and", OPS.logical_and), ("or", OPS.logical_or),
-                     ("xor", OPS.logical_xor)):
+                     ("mod", OPS.remainder)):  # (& | ^ ~ << >>: tensor/elementwise.py)
         setattr(T, f"__{name}__", binary(op))
         setattr(T, f"__r{name}__", binary(op, reflected=True))
         setattr(T, f"__i{name}__", _inplace(op))
@@ -1057,7 +1063,6 @@ def _install_methods():
     T.__neg__ = neg
     T.__pos__ = lambda self: self
     T.__abs__ = abs
-    T.__invert__ = logical_not
 
 
 def _install_table_api() -> list:
