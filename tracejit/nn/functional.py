@@ -550,8 +550,9 @@ def _windows(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
     d, h, w = x.shape[2:]
     cols = F.unfold2d(F.reshape(x, (n, c * d, h, w)), kernel[1:], stride[1:], padding[1:],
                       dilation[1:], value, ceil_mode)  # [N, C D, KH, KW, OH, OW]
-    inner = cols.shape[2:]
-    cols = F.unfold2d(F.reshape(cols, (n, c, d, -1)), (kernel[0], 1), (stride[0], 1),
+    inner = tuple(cols.shape[2:])
+    cols = F.unfold2d(F.reshape(cols, (n, c, d, math.prod(inner))), (kernel[0], 1),
+                      (stride[0], 1),
                       (padding[0], 0), (dilation[0], 1), value, ceil_mode)
     cols = F.reshape(cols, (n, c, kernel[0], cols.shape[4]) + tuple(inner))
     return F.permute(cols, (0, 1, 2, 4, 5, 3, 6, 7))  # [N, C, KD, KH, KW, OD, OH, OW]
@@ -570,7 +571,7 @@ def _unwindows(cols, shape, kernel, stride, padding, dilation):
     d, h, w = shape[2:]
     inner = tuple(cols.shape[3:5]) + tuple(cols.shape[6:8])  # KH, KW, OH, OW
     cols = F.permute(cols, (0, 1, 2, 5, 3, 4, 6, 7))  # [N, C, KD, OD, KH, KW, OH, OW]
-    cols = F.reshape(cols, (n, c, kernel[0], 1, cols.shape[3], -1))
+    cols = F.reshape(cols, (n, c, kernel[0], 1, cols.shape[3], math.prod(inner)))
     out = F.fold2d(cols, (n, c, d, cols.shape[5]), (kernel[0], 1), (stride[0], 1),
                    (padding[0], 0), (dilation[0], 1))
     out = F.fold2d(F.reshape(out, (n, c * d) + inner), (n, c * d, h, w), kernel[1:],
@@ -578,13 +579,18 @@ def _unwindows(cols, shape, kernel, stride, padding, dilation):
     return F.reshape(out, tuple(shape))
 
 
-def _batch(input, dims: int, name: str, what: str = "input"):
-    """input with a batch dim (and whether it had none): [N, C, *S] from [C, *S]."""
-    if input.ndim == dims + 1:
-        return F.unsqueeze(input, 0), True
-    if input.ndim != dims + 2:
+def _batch(input, dims: int, name: str, what: str = "input", nonempty: bool = False):
+    """input with a batch dim (and whether it had none): [N, C, *S] from [C, *S];
+    `nonempty`: the channel and spatial dims must not be empty (the pools')."""
+    if input.ndim not in (dims + 1, dims + 2):
         raise RuntimeError(f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) "
                            f"{what} to {name}, but got {what} of size: {list(input.shape)}")
+    if nonempty and 0 in tuple(input.shape)[input.ndim - dims - 1:]:
+        raise RuntimeError(f"{name}: Expected {dims + 1}D or {dims + 2}D (batch mode) tensor "
+                           f"with optional 0 dim batch size for input, but got "
+                           f"{list(input.shape)}: only the batch dim may be empty")
+    if input.ndim == dims + 1:
+        return F.unsqueeze(input, 0), True
     return input, False
 
 
@@ -619,7 +625,8 @@ def _conv_padding(input, padding, kernel, dilation, stride, dims, name):
         raise ValueError(f"Invalid padding string {padding!r}, should be one of "
                          "{'valid', 'same'}")
     if any(s != 1 for s in stride):
-        raise ValueError("padding='same' is not supported for strided convolutions")
+        raise RuntimeError(f"{name}: padding='same' is not supported for strided "
+                           f"convolutions, got stride={list(stride)}")
     totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
     extra = [t % 2 for t in totals]
     if any(extra):  # PyTorch puts the odd one on the right
@@ -839,11 +846,11 @@ def _max_pool(input, dims, kernel_size, stride, padding, dilation, ceil_mode,
 
     kernel, stride, padding, dilation = _pool_args(dims, kernel_size, stride, padding,
                                                    dilation, name)
-    x, unbatched = _batch(input, dims, name)
+    x, unbatched = _batch(input, dims, name, nonempty=True)
     if x.dtype is dt.bool_:
         raise RuntimeError(f"\"{name}\" not implemented for 'Bool'")
     cols = _windows(x, kernel, stride, padding, dilation, -math.inf, ceil_mode)
-    n, c, out = cols.shape[0], cols.shape[1], tuple(cols.shape[2 + dims:])
+    n, c, out = cols.shape[0], cols.shape[1], tuple(int(o) for o in cols.shape[2 + dims:])
     count = math.prod(kernel)
     flat = F.reshape(cols, (n, c, count) + out)
     at, inside = _window_positions(tuple(int(s) for s in x.shape[2:]), kernel, stride,
@@ -929,7 +936,15 @@ def _max_unpool(input, indices, dims, kernel_size, stride, padding, output_size,
     if flat.numel() and bool(F.any((flat < 0) | (flat >= plane))):
         raise RuntimeError(f"{name}: Found an invalid max index: indices must lie in "
                            f"[0, {plane}) for an output of size {list(size)}")
-    out = F.scatter_add(F.reshape(x, (n, c, -1)), flat, 2, (n, c, plane))
+    values = F.reshape(x, (n, c, -1))
+    out = F.scatter_add(values, flat, 2, (n, c, plane))
+    from ..tensor.creation import full_like
+
+    repeats = F.scatter_add(full_like(F.detach(values), 1), flat, 2, (n, c, plane))
+    if bool(F.any(repeats > 1)):  # overlapping windows name a maximum more than once: it
+        # is put there once, its gradient read by each (the extra copies are constants)
+        extra = F.detach(values) * (1 - 1 / F.gather(repeats, 2, flat))
+        out = out - F.scatter_add(extra, flat, 2, (n, c, plane))
     out = F.reshape(out, (n, c) + size)
     return F.squeeze(out, 0) if unbatched else out
 
@@ -952,11 +967,11 @@ def _avg_pool(input, dims, kernel_size, stride, padding, ceil_mode, count_includ
     kernel, stride, padding, _ = _pool_args(dims, kernel_size, stride, padding, 1, name)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError(f"{name}: divisor must be not zero")
-    x, unbatched = _batch(input, dims, name)
+    x, unbatched = _batch(input, dims, name, nonempty=True)
     if x.dtype is dt.bool_:
         raise RuntimeError(f"\"{name}\" not implemented for 'Bool'")
     cols = _windows(x, kernel, stride, padding, (1,) * dims, 0.0, ceil_mode)
-    out = tuple(cols.shape[2 + dims:])
+    out = tuple(int(o) for o in cols.shape[2 + dims:])
     total = F.sum(cols, tuple(range(2, 2 + dims)))
     if divisor_override is not None:
         divisor = int(divisor_override)
@@ -1009,13 +1024,22 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 def _adaptive_size(output_size, size, name):
     dims = len(size)
-    out = _ntuple(output_size, dims, "output_size") if not isinstance(output_size, int) \
-        else (output_size,) * dims
+    out = (output_size,) * dims if isinstance(output_size, int) else tuple(output_size)
+    if len(out) != dims:
+        raise RuntimeError(f"{name}: output_size must be {dims} ints (None keeps a size), "
+                           f"got {output_size}")
     out = tuple(s if o is None else int(o) for o, s in zip(out, size))
     if any(o < 0 for o in out):
         raise RuntimeError(f"{name}: elements of output_size must be greater than or equal "
                            f"to 0 but received {list(out)}")
     return out
+
+
+def _adaptive_batch(input, dims: int, name: str):
+    if input.ndim < dims + 1:  # PyTorch's Python wrapper checks this one first
+        raise ValueError(f"{name}: Input dimension should be at least {dims + 1}, got a "
+                         f"{input.ndim}-D input")
+    return _batch(input, dims, name)
 
 
 def _bins(size: int, out: int):
@@ -1027,7 +1051,7 @@ def _bins(size: int, out: int):
 def adaptive_avg_pool1d(input, output_size):
     """Average of [N, C, L] (or [C, L]) over PyTorch's adaptive bins (see
     adaptive_avg_pool2d)."""
-    x, unbatched = _batch(input, 1, "adaptive_avg_pool1d")
+    x, unbatched = _adaptive_batch(input, 1, "adaptive_avg_pool1d")
     if int(x.shape[-1]) == 0:
         raise RuntimeError(f"adaptive_avg_pool1d: Expected input to have non-zero size for "
                            f"non-batch dimensions, but input has sizes {list(input.shape)}")
@@ -1039,7 +1063,7 @@ def adaptive_avg_pool1d(input, output_size):
 def adaptive_avg_pool2d(input, output_size):
     """Average over PyTorch's adaptive bins: bin i of n over a size H spans
     [floor(i H / n), ceil((i + 1) H / n))."""
-    x, unbatched = _batch(input, 2, "adaptive_avg_pool2d")
+    x, unbatched = _adaptive_batch(input, 2, "adaptive_avg_pool2d")
     h, w = int(x.shape[2]), int(x.shape[3])
     oh, ow = _adaptive_size(output_size, (h, w), "adaptive_avg_pool2d")
     if (oh, ow) == (1, 1):  # a global average (PyTorch's graph: MeanBackward1 too)
@@ -1069,7 +1093,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
     from ..tensor.creation import tensor
 
-    x, unbatched = _batch(input, 2, "adaptive_max_pool2d")
+    x, unbatched = _adaptive_batch(input, 2, "adaptive_max_pool2d")
     size = tuple(int(s) for s in x.shape[2:])
     if 0 in size:
         raise RuntimeError(f"adaptive_max_pool2d: Expected input to have non-zero size for "
