@@ -17,7 +17,8 @@ __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_r
            "pixel_unshuffle", "batch_norm", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
            "conv_transpose2d", "conv_transpose3d", "unfold", "fold", "max_pool1d",
            "max_pool2d", "max_pool3d", "max_unpool2d", "avg_pool1d", "avg_pool2d",
-           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d"]
+           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+           "interpolate", "upsample_nearest", "upsample_bilinear"]
 
 
 def relu(input, inplace: bool = False):
@@ -1124,3 +1125,187 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
                               + out), 2, F.detach(index))
     where = F.squeeze(where, 2)
     return y, (F.squeeze(where, 0) if unbatched else where)
+
+
+# ---- resampling (interpolate): one dim at a time, each output point a weighted sum -----
+def _resample(x, dim: int, picks, weights=None):
+    """x resampled along `dim`: out[o] = sum_t x[picks[o, t]] * weights[o, t] (picks and
+    weights numpy [O, T]; without weights, T is 1 and the point is copied)."""
+    from ..tensor.creation import tensor
+
+    o, taps = picks.shape
+    v = F.index_select(x, dim, tensor(picks.reshape(-1)))
+    if weights is None:
+        return v
+    shape = tuple(x.shape)
+    v = F.reshape(v, shape[:dim] + (o, taps) + shape[dim + 1:])
+    w = tensor(weights.reshape((o, taps) + (1,) * (x.ndim - dim - 1)))
+    return F.sum(v * (w if w.dtype is x.dtype else F.cast(w, x.dtype)), dim + 1)
+
+
+def _source_scale(n: int, out: int, align_corners: bool, scale, real):
+    """PyTorch's step between source points per output point (area_pixel_compute_scale),
+    in the precision `real` its kernels compute it in."""
+    if align_corners:
+        return real((n - 1) / (out - 1)) if out > 1 else real(0)
+    return real(1.0 / scale) if scale is not None and scale > 0 else real(n) / real(out)
+
+
+def _nearest_taps(n: int, out: int, scale, exact: bool):
+    import numpy as np
+
+    if not exact and out == n:
+        return np.arange(out)[:, None]
+    if not exact and out == 2 * n:
+        return (np.arange(out) // 2)[:, None]
+    step = _source_scale(n, out, False, scale, np.float32)
+    if exact:  # (dst + 0.5) * scale in double, rounded to float by floorf
+        src = np.floor(((np.arange(out) + 0.5) * np.float64(step)).astype(np.float32))
+    else:
+        src = np.floor(np.arange(out).astype(np.float32) * step)
+    return np.minimum(src.astype(np.int64), n - 1)[:, None]
+
+
+def _linear_taps(n: int, out: int, align_corners: bool, scale, real):
+    import numpy as np
+
+    step = _source_scale(n, out, align_corners, scale, real)
+    dst = np.arange(out).astype(real)
+    src = step * dst if align_corners else np.maximum(step * (dst + real(0.5)) - real(0.5), 0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    lam = np.clip(src - i0, 0, 1).astype(real)
+    i1 = i0 + (i0 < n - 1)
+    return np.stack([i0, i1], 1), np.stack([1 - lam, lam], 1)
+
+
+def _cubic_taps(n: int, out: int, align_corners: bool, scale, real):
+    import numpy as np
+
+    a = real(-0.75)  # PyTorch's (Keys') cubic convolution constant
+    step = _source_scale(n, out, align_corners, scale, real)
+    dst = np.arange(out).astype(real)
+    src = step * dst if align_corners else step * (dst + real(0.5)) - real(0.5)
+    i = np.floor(src).astype(np.int64)
+    t = (src - i).astype(real)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1).astype(real)
+    return np.clip(i[:, None] + np.arange(-1, 3), 0, n - 1), weights
+
+
+def _area_taps(n: int, out: int, real):
+    """adaptive average pooling's bins as taps of the longest bin's length (shorter bins
+    weigh their extra taps 0)."""
+    import numpy as np
+
+    bins = _bins(n, out)
+    width = max(b - a for a, b in bins)
+    picks = np.array([[min(a + k, b - 1) for k in range(width)] for a, b in bins], np.int64)
+    weights = np.array([[real(1) / real(b - a) if k < b - a else 0 for k in range(width)]
+                        for a, b in bins], real)
+    return picks.reshape(out, width), weights.reshape(out, width)
+
+
+_INTERPOLATE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _interpolate_sizes(input, size, scale_factor, recompute_scale_factor, dims):
+    """The output's spatial sizes and the scales PyTorch's kernels read (None: in/out)."""
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined" if size is not
+                         None else "either size or scale_factor should be defined")
+    spatial = tuple(int(s) for s in input.shape[2:])
+    if size is not None:
+        out = (int(size),) * dims if isinstance(size, int) else tuple(int(s) for s in size)
+        if len(out) != dims:
+            raise ValueError(f"Input and output must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(spatial)} and output size of {list(out)}. Please provide "
+                             f"input tensor in (N, C, d1, d2, ...,dK) format and output size "
+                             f"in (o1, o2, ...,oK) format.")
+        return out, (None,) * dims
+    scales = (float(scale_factor),) * dims if isinstance(scale_factor, (int, float)) else \
+        tuple(float(s) for s in scale_factor)
+    if len(scales) != dims:
+        raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                         f"dimensions, but got input with spatial dimensions of "
+                         f"{list(spatial)} and scale_factor of shape {list(scales)}.")
+    out = tuple(math.floor(n * s) for n, s in zip(spatial, scales))
+    return out, (None,) * dims if recompute_scale_factor else scales
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False):
+    """Resample the spatial dims of [N, C, *S] (1 to 3 of them) to `size` or by
+    `scale_factor`, as PyTorch's: mode 'nearest', 'nearest-exact', 'linear', 'bilinear',
+    'bicubic', 'trilinear' (align_corners: corner pixels' centres meet) or 'area'
+    (adaptive average pooling). Each dim is resampled in turn, so gradients are those of
+    index_select and products.
+
+    >>> F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    """
+    import numpy as np
+
+    modes = ("nearest", "nearest-exact", "area") + tuple(_INTERPOLATE_DIMS)
+    if mode not in modes:
+        raise NotImplementedError(f"Input Error: interpolate got mode {mode!r}; it supports "
+                                  f"{', '.join(modes)}")
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    dims = input.ndim - 2
+    if dims not in (1, 2, 3) or _INTERPOLATE_DIMS.get(mode, dims) != dims:
+        raise NotImplementedError(
+            f"Got {input.ndim}D input, but {mode} mode needs "
+            f"{_INTERPOLATE_DIMS.get(mode, 1) + 2}D input" if dims in (1, 2, 3) else
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+            f"nearest-exact (got {mode})")
+    out, scales = _interpolate_sizes(input, size, scale_factor, recompute_scale_factor, dims)
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"interpolate: input and output sizes should be greater than 0, "
+                           f"but got input {list(input.shape[2:])} and output {list(out)}")
+    if mode == "area":
+        return (adaptive_avg_pool1d, adaptive_avg_pool2d, _adaptive_avg)[dims - 1](input, out)
+    real = np.float32 if input.dtype.itemsize <= 4 else np.float64
+    y = input
+    for i, (n, o, s) in enumerate(zip(input.shape[2:], out, scales)):
+        n = int(n)
+        if mode in ("nearest", "nearest-exact"):
+            y = _resample(y, 2 + i, _nearest_taps(n, o, s, mode == "nearest-exact"))
+        elif mode == "bicubic":
+            y = _resample(y, 2 + i, *_cubic_taps(n, o, align_corners, s, real))
+        else:
+            y = _resample(y, 2 + i, *_linear_taps(n, o, align_corners, s, real))
+    return y
+
+
+def _adaptive_avg(input, output_size):
+    """Average of [N, C, *S] over PyTorch's adaptive bins, one spatial dim at a time."""
+    import numpy as np
+
+    real = np.float32 if input.dtype.itemsize <= 4 else np.float64
+    y = input
+    for i, (n, o) in enumerate(zip(input.shape[2:], output_size)):
+        y = _resample(y, 2 + i, *_area_taps(int(n), o, real))
+    return y
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """interpolate(mode='nearest') (PyTorch's deprecated spelling)."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """interpolate(mode='bilinear', align_corners=True) (PyTorch's deprecated spelling)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
