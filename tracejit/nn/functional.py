@@ -402,6 +402,8 @@ def pad(input, pad, mode: str = "constant", value=None):
         raise RuntimeError(f"Padding length should be less than or equal to two times the "
                            f"input dimension but got padding length {len(pad)} and input of "
                            f"dimension {input.ndim}")
+    from ..tensor.creation import tensor
+
     if mode == "constant":
         return _pad_constant(input, pad, 0 if value is None else value)
     if value:
@@ -418,15 +420,13 @@ def pad(input, pad, mode: str = "constant", value=None):
         left, right = pad[2 * j], pad[2 * j + 1]
         if left or right:
             index = _pad_index(mode, int(input.shape[dim]), left, right, dim, input.shape)
-            out = F.index_select(out, dim, index)
+            out = F.index_select(out, dim, tensor(index, device=input.device))
     return out
 
 
 def _pad_index(mode: str, n: int, left: int, right: int, dim: int, shape):
-    """Where each position of a dim padded by (left, right) reads the input."""
+    """Where each position of a dim padded by (left, right) reads the input (numpy)."""
     import numpy as np
-
-    from ..tensor.creation import tensor
 
     if mode == "reflect" and (left >= n or right >= n):
         raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
@@ -448,7 +448,7 @@ def _pad_index(mode: str, n: int, left: int, right: int, dim: int, shape):
         start = max(-left, 0)
         kept = n - start - max(-right, 0)
         at = start + np.arange(-max(left, 0), kept + max(right, 0)) % max(kept, 1)
-    return tensor(at.astype(np.int64))
+    return at.astype(np.int64)
 
 
 def _pad_constant(input, pad, value):
@@ -857,10 +857,11 @@ def _max_pool(input, dims, kernel_size, stride, padding, dilation, ceil_mode,
     at, inside = _window_positions(tuple(int(s) for s in x.shape[2:]), kernel, stride,
                                    padding, dilation, out)
     first = inside.argmax(0)  # a window's first point inside the input
-    index = _first_max(flat, count, tensor(first) if first.any() else 0)
+    index = _first_max(flat, count, tensor(first, device=x.device) if first.any() else 0)
     y = F.squeeze(F.gather(flat, 2, index), 2)
     if return_indices:
-        where = F.gather(F.expand(tensor(at), (n, c, count) + out), 2, F.detach(index))
+        where = F.gather(F.expand(tensor(at, device=x.device), (n, c, count) + out), 2,
+                         F.detach(index))
         where = F.squeeze(where, 2)
         return (F.squeeze(y, 0), F.squeeze(where, 0)) if unbatched else (y, where)
     return F.squeeze(y, 0) if unbatched else y
@@ -989,7 +990,7 @@ def _avg_pool(input, dims, kernel_size, stride, padding, ceil_mode, count_includ
         if (divisor == divisor.flat[0]).all():
             divisor = int(divisor.flat[0])
         else:
-            divisor = tensor(divisor)
+            divisor = tensor(divisor, device=x.device)
     if x.is_floating_point():
         y = total / divisor
     else:  # integers divide as C's do (toward zero), as PyTorch's kernels
@@ -1111,7 +1112,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
         widths.append(width)
     v = x
     for i, p in enumerate(picks):  # [N, C, OH * KH, OW * KW]
-        v = F.index_select(v, 2 + i, tensor(p.reshape(-1)))
+        v = F.index_select(v, 2 + i, tensor(p.reshape(-1), device=x.device))
     n, c = x.shape[0], x.shape[1]
     v = F.reshape(v, (n, c, out[0], widths[0], out[1], widths[1]))
     v = F.reshape(F.permute(v, (0, 1, 3, 5, 2, 4)), (n, c, widths[0] * widths[1]) + out)
@@ -1121,8 +1122,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     if not return_indices:
         return y
     at = (picks[0].T[:, None, :, None] * size[1] + picks[1].T[None, :, None, :])
-    where = F.gather(F.expand(tensor(at.reshape((-1,) + out)), (n, c, widths[0] * widths[1])
-                              + out), 2, F.detach(index))
+    where = F.gather(F.expand(tensor(at.reshape((-1,) + out), device=x.device),
+                              (n, c, widths[0] * widths[1]) + out), 2, F.detach(index))
     where = F.squeeze(where, 2)
     return y, (F.squeeze(where, 0) if unbatched else where)
 
@@ -1134,12 +1135,12 @@ def _resample(x, dim: int, picks, weights=None):
     from ..tensor.creation import tensor
 
     o, taps = picks.shape
-    v = F.index_select(x, dim, tensor(picks.reshape(-1)))
+    v = F.index_select(x, dim, tensor(picks.reshape(-1), device=x.device))
     if weights is None:
         return v
     shape = tuple(x.shape)
     v = F.reshape(v, shape[:dim] + (o, taps) + shape[dim + 1:])
-    w = tensor(weights.reshape((o, taps) + (1,) * (x.ndim - dim - 1)))
+    w = tensor(weights.reshape((o, taps) + (1,) * (x.ndim - dim - 1)), device=x.device)
     return F.sum(v * (w if w.dtype is x.dtype else F.cast(w, x.dtype)), dim + 1)
 
 
