@@ -241,6 +241,11 @@ ERRORS = [
     ("conv2d-same-strided", lambda m: _nnf(m).conv2d(m.ones(1, 1, 4, 4), m.ones(1, 1, 2, 2),
                                                      stride=2, padding="same"),
      RuntimeError),
+    ("Conv2d-unknown-padding-mode", lambda m: m.nn.Conv2d(1, 1, 2, padding_mode="mirror"),
+     ValueError),
+    ("ConvTranspose2d-reflect", lambda m: m.nn.ConvTranspose2d(1, 1, 2,
+                                                              padding_mode="reflect"),
+     ValueError),
     ("conv1d-2d-weight", lambda m: _nnf(m).conv1d(m.ones(1, 1, 4), m.ones(1, 1)),
      RuntimeError),
     ("conv_transpose2d-output-padding", lambda m: _nnf(m).conv_transpose2d(
@@ -272,6 +277,11 @@ def test_raises_what_pytorch_raises(name, call, error):
 # (layer name, constructor arguments, input shape, forward's keyword arguments)
 LAYERS = [
     ("Conv3d", (4, 6, 3), {"padding": "same"}, (2, 4, 4, 5, 6), {}),
+    ("Conv1d", (4, 6, 3), {"padding": 2, "padding_mode": "reflect"}, (2, 4, 7), {}),
+    ("Conv2d", (4, 6, (2, 3)), {"padding": "same", "padding_mode": "circular",
+                                "dilation": (3, 1)}, (2, 4, 7, 6), {}),
+    ("Conv3d", (2, 4, 3), {"padding": (1, 0, 2), "padding_mode": "replicate", "stride": 2},
+     (1, 2, 4, 5, 6), {}),
     ("ConvTranspose1d", (4, 6, 3), {"stride": 2}, (2, 4, 7), {}),
     ("ConvTranspose2d", (4, 6, 3), {"stride": 2, "padding": 1, "groups": 2}, (2, 4, 6, 7),
      {"output_size": (12, 14)}),
@@ -301,7 +311,8 @@ LAYERS = [
 
 
 @requires_torch
-@pytest.mark.parametrize("name,args,kwargs,shape,call", LAYERS, ids=[c[0] for c in LAYERS])
+@pytest.mark.parametrize("name,args,kwargs,shape,call", LAYERS,
+                         ids=[f"{c[0]}-{k}" for k, c in enumerate(LAYERS)])
 def test_layers_match_pytorchs_parameters_outputs_and_repr(name, args, kwargs, shape, call):
     import torch
 

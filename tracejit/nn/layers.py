@@ -466,9 +466,11 @@ class _ConvNd(Module):
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  dtype=None, output_padding=0):
         super().__init__()
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is "
-                                      "supported")
+        modes = ("zeros",) if self._transposed else ("zeros", "reflect", "replicate",
+                                                     "circular")
+        if padding_mode not in modes:
+            raise ValueError(f"padding_mode must be one of {', '.join(modes)} for "
+                             f"{type(self).__name__}, but got padding_mode={padding_mode!r}")
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) "
                              f"must be divisible by groups ({groups})")
@@ -511,31 +513,36 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
+
+    def forward(self, input):
+        fn = (F.conv1d, F.conv2d, F.conv3d)[self._dims - 1]
+        if self.padding_mode == "zeros":
+            return fn(input, self.weight, self.bias, self.stride, self.padding,
+                      self.dilation, self.groups)
+        # the input padded in that mode first (F.pad's order: the last dim's sides first)
+        if self.padding == "same":
+            totals = [d * (k - 1) for k, d in zip(self.kernel_size, self.dilation)]
+            sides = [(t // 2, t - t // 2) for t in totals]
+        else:
+            sides = [(0, 0) if self.padding == "valid" else (p, p) for p in self.padding]
+        pads = tuple(v for side in reversed(sides) for v in side)
+        return fn(F.pad(input, pads, self.padding_mode), self.weight, self.bias, self.stride,
+                  0, self.dilation, self.groups)
 
 
 class Conv1d(_ConvNd):
     _dims = 1
 
-    def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
-
 
 class Conv2d(_ConvNd):
     _dims = 2
 
-    def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
-
 
 class Conv3d(_ConvNd):
     _dims = 3
-
-    def forward(self, input):
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):
