@@ -3,11 +3,16 @@ from . import functional, init, parallel, utils
 from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
                          LogSigmoid, Mish, PReLU, ReLU6, RReLU, SELU, Softplus, Softshrink,
                          Softsign, Tanhshrink, Threshold)
-from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
-                     BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Dropout2d,
-                     Embedding, Flatten, GELU, Identity, LayerNorm, LeakyReLU, Linear, MaxPool2d,
-                     ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle, PixelUnshuffle,
-                     ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
+from .layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d,
+                     AvgPool2d, AvgPool3d, BatchNorm1d, BatchNorm2d, BCELoss,
+                     BCEWithLogitsLoss, CircularPad2d, ConstantPad1d, ConstantPad2d, Conv1d,
+                     Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+                     CrossEntropyLoss, Dropout, Dropout2d, Embedding, Flatten, Fold, GELU,
+                     Identity, LayerNorm, LeakyReLU, Linear, MaxPool1d, MaxPool2d, MaxPool3d,
+                     MaxUnpool2d, ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle,
+                     PixelUnshuffle, ReflectionPad1d, ReflectionPad2d, ReLU, ReplicationPad1d,
+                     ReplicationPad2d, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh,
+                     Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad2d)
 from .module import Module
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
@@ -19,10 +24,15 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "Softmax", "Dropout", "Dropout2d", "Embedding", "LayerNorm", "Sequential",
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
            "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
-           "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "MultiheadAttention", "Transformer",
-           "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
-           "TransformerDecoderLayer", "Identity"]
+           "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "Conv3d",
+           "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d", "MaxPool2d",
+           "MaxPool3d", "MaxUnpool2d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "ConstantPad1d",
+           "ConstantPad2d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d",
+           "ReplicationPad1d", "ReplicationPad2d", "CircularPad2d", "Upsample",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d", "Unfold", "Fold", "Flatten",
+           "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerEncoderLayer",
+           "TransformerDecoder", "TransformerDecoderLayer", "Identity"]
 __all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus",
             "Softsign", "Mish", "LogSigmoid", "PReLU", "GLU", "Tanhshrink", "Softshrink",
             "Hardshrink", "Threshold", "RReLU"]

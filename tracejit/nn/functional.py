@@ -14,9 +14,12 @@ __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_r
            "linear", "mse_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
            "smooth_l1_loss", "dropout", "dropout2d", "layer_norm", "embedding", "one_hot",
            "normalize", "binary_cross_entropy_with_logits", "pad", "pixel_shuffle",
-           "pixel_unshuffle", "batch_norm", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
-           "adaptive_avg_pool2d", "scaled_dot_product_attention",
-           "multi_head_attention_forward"]
+           "pixel_unshuffle", "batch_norm", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+           "conv_transpose2d", "conv_transpose3d", "unfold", "fold", "max_pool1d",
+           "max_pool2d", "max_pool3d", "max_unpool2d", "avg_pool1d", "avg_pool2d",
+           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+           "interpolate", "upsample_nearest", "upsample_bilinear",
+           "scaled_dot_product_attention", "multi_head_attention_forward"]
 
 
 def relu(input, inplace: bool = False):
@@ -379,24 +382,100 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
     return input / norm
 
 
-def pad(input, pad: tuple, value: float = 0.0):
-    """Constant padding of the last dims: pad = (left_last, right_last, left_prev, ...)."""
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input, pad, mode: str = "constant", value=None):
+    """Pad (or, where negative, crop) the last len(pad) // 2 dims: pad = (left_last,
+    right_last, left_prev, right_prev, ...). `mode`: 'constant' (fill with `value`, 0 by
+    default), 'reflect' (mirror without repeating the edge), 'replicate' (repeat the
+    edge), 'circular' (wrap around), as PyTorch's.
+
+    >>> F.pad(x, (1, 1), mode="reflect")   # [a, b, c] -> [b, a, b, c, b]
+    """
+    pad = tuple(int(p) for p in pad)
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode!r}: expected one of "
+                                  f"{', '.join(_PAD_MODES)}")
+    if len(pad) % 2:
+        raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)} values")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the "
+                           f"input dimension but got padding length {len(pad)} and input of "
+                           f"dimension {input.ndim}")
+    from ..tensor.creation import tensor
+
+    if mode == "constant":
+        return _pad_constant(input, pad, 0 if value is None else value)
+    if value:
+        raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+    k = len(pad) // 2
+    if not (input.ndim - 1 <= k + 1 <= input.ndim) or k > 3:
+        raise NotImplementedError(
+            f"Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for now: "
+            f"mode {mode!r} pads {k} dims of a {input.ndim}-D input; it needs an input of "
+            f"{k + 1} or {k + 2} dims")
+    out = input
+    for j in range(k):
+        dim = input.ndim - 1 - j
+        left, right = pad[2 * j], pad[2 * j + 1]
+        if left or right:
+            index = _pad_index(mode, int(input.shape[dim]), left, right, dim, input.shape)
+            out = F.index_select(out, dim, tensor(index, device=input.device))
+    return out
+
+
+def _pad_index(mode: str, n: int, left: int, right: int, dim: int, shape):
+    """Where each position of a dim padded by (left, right) reads the input (numpy)."""
+    import numpy as np
+
+    if mode == "reflect" and (left >= n or right >= n):
+        raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
+                           f"input dimension, but got: padding ({left}, {right}) at dimension "
+                           f"{dim} of input {list(shape)}")
+    if mode == "circular" and (left > n or right > n):
+        raise RuntimeError(f"Padding value causes wrapping around more than once: padding "
+                           f"({left}, {right}) at dimension {dim} of input {list(shape)}")
+    if n + left + right < 0 or (mode == "replicate" and n == 0):
+        raise RuntimeError(f"input tensor with size {n} at dimension {dim} cannot be padded "
+                           f"by ({left}, {right}) in mode {mode!r}")
+    at = np.arange(-left, n + right)
+    if mode == "reflect":
+        at = np.abs(at)
+        at = np.where(at >= n, 2 * (n - 1) - at, at)
+    elif mode == "replicate":
+        at = np.clip(at, 0, n - 1)
+    else:  # what a negative side crops is not wrapped around
+        start = max(-left, 0)
+        kept = n - start - max(-right, 0)
+        at = start + np.arange(-max(left, 0), kept + max(right, 0)) % max(kept, 1)
+    return at.astype(np.int64)
+
+
+def _pad_constant(input, pad, value):
     from ..tensor.creation import full
 
     out = input
     for k in range(len(pad) // 2):
         dim = input.ndim - 1 - k
         left, right = pad[2 * k], pad[2 * k + 1]
+        size = int(out.shape[dim])
+        if left < 0 or right < 0:  # a negative side crops
+            start, stop = max(-left, 0), size - max(-right, 0)
+            if stop < start:
+                raise RuntimeError(f"The input size {size}, plus negative padding {left} and "
+                                   f"{right} resulted in a negative output size, which is "
+                                   f"invalid. Check dimension {dim} of your input.")
+            out = F.narrow(out, dim, start, stop - start)
+            left, right = max(left, 0), max(right, 0)
         parts = []
-        if left:
-            shape = list(out.shape)
-            shape[dim] = left
-            parts.append(full(tuple(shape), value, dtype=out.dtype))
-        parts.append(out)
-        if right:
-            shape = list(out.shape)
-            shape[dim] = right
-            parts.append(full(tuple(shape), value, dtype=out.dtype))
+        for width in (left, None, right):
+            if width is None:
+                parts.append(out)
+            elif width:
+                shape = list(out.shape)
+                shape[dim] = width
+                parts.append(full(tuple(shape), value, dtype=out.dtype, device=out.device))
         out = F.cat(parts, dim) if len(parts) > 1 else out
     return out
 
@@ -444,165 +523,552 @@ def pixel_unshuffle(input, downscale_factor: int):
 
 
 # ---- convolution and pooling (windows from F.unfold2d, then matmul or a reduction) ------
-def _pair(v, name: str) -> tuple:
+def _ntuple(v, n: int, name: str) -> tuple:
     if isinstance(v, int):
-        return (v, v)
-    v = tuple(v)
+        return (v,) * n
+    v = tuple(int(x) for x in v)
     if len(v) == 1:
-        return (v[0], v[0])
-    if len(v) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {v}")
+        return v * n
+    if len(v) != n:
+        raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v}")
     return v
 
 
-def _same_padding(kernel, dilation, stride) -> tuple:
-    if stride != (1, 1):
-        raise ValueError("padding='same' is not supported for strided convolutions")
-    pads = []
-    for k, d in zip(kernel, dilation):
-        total = d * (k - 1)
-        if total % 2:
-            raise NotImplementedError(
-                "padding='same' with an even (dilated) kernel pads unevenly; pad the input "
-                "with F.pad and use padding=0")
-        pads.append(total // 2)
-    return tuple(pads)
+def _pair(v, name: str) -> tuple:
+    return _ntuple(v, 2, name)
 
 
-@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
-    """2-D cross-correlation of [N, C, H, W] with weight [O, C/groups, KH, KW] (PyTorch's
-    conv2d): the windows of the input (F.unfold2d) times the weight, one matmul per
-    group."""
-    if input.ndim != 4:
-        raise RuntimeError(f"conv2d: expected a 4-D input [N, C, H, W], got shape "
-                           f"{list(input.shape)}")
-    if weight.ndim != 4:
-        raise RuntimeError(f"conv2d: expected a 4-D weight [O, C/groups, KH, KW], got shape "
-                           f"{list(weight.shape)}")
-    o, cg, kh, kw = (int(s) for s in weight.shape)
-    c = input.shape[1]
+def _windows(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
+    """The windows of x [N, C, *S] over its 1, 2 or 3 spatial dims: [N, C, *K, *O]. A
+    length is a 2-D image of height one; a volume takes windows over (H, W) with its
+    depth folded into the channels, then over the depth of those."""
+    n, c = x.shape[0], x.shape[1]
+    if len(kernel) == 2:
+        return F.unfold2d(x, kernel, stride, padding, dilation, value, ceil_mode)
+    if len(kernel) == 1:
+        cols = F.unfold2d(F.unsqueeze(x, 2), (1,) + kernel, (1,) + stride, (0,) + padding,
+                          (1,) + dilation, value, ceil_mode)  # [N, C, 1, K, 1, O]
+        return F.reshape(cols, (n, c, kernel[0], cols.shape[5]))
+    d, h, w = x.shape[2:]
+    cols = F.unfold2d(F.reshape(x, (n, c * d, h, w)), kernel[1:], stride[1:], padding[1:],
+                      dilation[1:], value, ceil_mode)  # [N, C D, KH, KW, OH, OW]
+    inner = tuple(cols.shape[2:])
+    cols = F.unfold2d(F.reshape(cols, (n, c, d, math.prod(inner))), (kernel[0], 1),
+                      (stride[0], 1),
+                      (padding[0], 0), (dilation[0], 1), value, ceil_mode)
+    cols = F.reshape(cols, (n, c, kernel[0], cols.shape[4]) + tuple(inner))
+    return F.permute(cols, (0, 1, 2, 4, 5, 3, 6, 7))  # [N, C, KD, KH, KW, OD, OH, OW]
+
+
+def _unwindows(cols, shape, kernel, stride, padding, dilation):
+    """_windows' adjoint: windows [N, C, *K, *O] summed into a tensor of `shape`."""
+    n, c = shape[0], shape[1]
+    if len(kernel) == 2:
+        return F.fold2d(cols, shape, kernel, stride, padding, dilation)
+    if len(kernel) == 1:
+        out = F.fold2d(F.reshape(cols, (n, c, 1, kernel[0], 1, cols.shape[3])),
+                       (n, c, 1, shape[2]), (1,) + kernel, (1,) + stride, (0,) + padding,
+                       (1,) + dilation)
+        return F.reshape(out, tuple(shape))
+    d, h, w = shape[2:]
+    inner = tuple(cols.shape[3:5]) + tuple(cols.shape[6:8])  # KH, KW, OH, OW
+    cols = F.permute(cols, (0, 1, 2, 5, 3, 4, 6, 7))  # [N, C, KD, OD, KH, KW, OH, OW]
+    cols = F.reshape(cols, (n, c, kernel[0], 1, cols.shape[3], math.prod(inner)))
+    out = F.fold2d(cols, (n, c, d, cols.shape[5]), (kernel[0], 1), (stride[0], 1),
+                   (padding[0], 0), (dilation[0], 1))
+    out = F.fold2d(F.reshape(out, (n, c * d) + inner), (n, c * d, h, w), kernel[1:],
+                   stride[1:], padding[1:], dilation[1:])
+    return F.reshape(out, tuple(shape))
+
+
+def _batch(input, dims: int, name: str, what: str = "input", nonempty: bool = False):
+    """input with a batch dim (and whether it had none): [N, C, *S] from [C, *S];
+    `nonempty`: the channel and spatial dims must not be empty (the pools')."""
+    if input.ndim not in (dims + 1, dims + 2):
+        raise RuntimeError(f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) "
+                           f"{what} to {name}, but got {what} of size: {list(input.shape)}")
+    if nonempty and 0 in tuple(input.shape)[input.ndim - dims - 1:]:
+        raise RuntimeError(f"{name}: Expected {dims + 1}D or {dims + 2}D (batch mode) tensor "
+                           f"with optional 0 dim batch size for input, but got "
+                           f"{list(input.shape)}: only the batch dim may be empty")
+    if input.ndim == dims + 1:
+        return F.unsqueeze(input, 0), True
+    return input, False
+
+
+def _conv_checks(name, input, weight, bias, dims, stride, dilation):
+    if weight.ndim != dims + 2:
+        raise RuntimeError(f"{name}: expected a {dims + 2}-D weight [out, in/groups, "
+                           f"*kernel], got weight of size {list(weight.shape)}")
+    if input.dtype is not weight.dtype or (bias is not None and bias.dtype is not
+                                           input.dtype):
+        found = weight.dtype if input.dtype is not weight.dtype else bias.dtype
+        raise RuntimeError(f"{name}: Input type ({input.dtype.name}) and weight type "
+                           f"({found.name}) should be the same")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError(f"{name}: non-positive stride is not supported, got {list(stride)}")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError(f"{name}: dilation should be greater than zero, got "
+                           f"{list(dilation)}")
+
+
+def _conv_padding(input, padding, kernel, dilation, stride, dims, name):
+    """Symmetric padding ints for the windows, and the input padded on the right where
+    padding='same' needs one more there (an even dilated kernel)."""
+    if not isinstance(padding, str):
+        padding = _ntuple(padding, dims, "padding")
+        if any(p < 0 for p in padding):
+            raise RuntimeError(f"{name}: negative padding is not supported, got "
+                               f"{list(padding)}")
+        return input, padding
+    if padding == "valid":
+        return input, (0,) * dims
+    if padding != "same":
+        raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                         "{'valid', 'same'}")
+    if any(s != 1 for s in stride):
+        raise RuntimeError(f"{name}: padding='same' is not supported for strided "
+                           f"convolutions, got stride={list(stride)}")
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    extra = [t % 2 for t in totals]
+    if any(extra):  # PyTorch puts the odd one on the right
+        input = pad(input, tuple(v for e in reversed(extra) for v in (0, e)))
+    return input, tuple(t // 2 for t in totals)
+
+
+def _conv(input, weight, bias, stride, padding, dilation, groups, dims, name):
+    """Cross-correlation over `dims` spatial dims: the windows of the input times the
+    weight, one matmul per group."""
+    x, unbatched = _batch(input, dims, name)
+    stride, dilation = _ntuple(stride, dims, "stride"), _ntuple(dilation, dims, "dilation")
+    _conv_checks(name, x, weight, bias, dims, stride, dilation)
+    o, cg, *kernel = (int(s) for s in weight.shape)
+    kernel = tuple(kernel)
+    c = x.shape[1]
+    if groups <= 0:
+        raise RuntimeError(f"{name}: non-positive groups is not supported, got {groups}")
     if c != cg * groups:
-        raise RuntimeError(f"conv2d: given groups={groups}, weight of size {list(weight.shape)}"
-                           f", expected input{list(input.shape)} to have {cg * groups} "
+        raise RuntimeError(f"{name}: given groups={groups}, weight of size {list(weight.shape)}"
+                           f", expected input{list(x.shape)} to have {cg * groups} "
                            f"channels, but got {c} channels instead")
     if o % groups:
-        raise RuntimeError(f"conv2d: out_channels ({o}) must be divisible by groups "
+        raise RuntimeError(f"{name}: out_channels ({o}) must be divisible by groups "
                            f"({groups})")
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    if isinstance(padding, str):
-        if padding not in ("same", "valid"):
-            raise ValueError(f"padding must be 'same', 'valid' or ints, got {padding!r}")
-        padding = (0, 0) if padding == "valid" else _same_padding((kh, kw), dilation, stride)
-    padding = _pair(padding, "padding")
-    cols = F.unfold2d(input, (kh, kw), stride, padding, dilation)  # [N, C, KH, KW, OH, OW]
-    n, oh, ow = cols.shape[0], cols.shape[4], cols.shape[5]
-    k = cg * kh * kw
-    if groups == 1:  # [O, C*KH*KW] @ [N, C*KH*KW, OH*OW]: [N, O, OH*OW], NCHW order
-        out = F.matmul(F.reshape(weight, (o, k)), F.reshape(cols, (n, k, oh * ow)))
-    else:  # [G, O/G, k] @ [N, G, k, OH*OW]: [N, G, O/G, OH*OW]
-        out = F.matmul(F.reshape(weight, (groups, o // groups, k)),
-                       F.reshape(cols, (n, groups, k, oh * ow)))
-    out = F.reshape(out, (n, o, oh, ow))
+    x, padding = _conv_padding(x, padding, kernel, dilation, stride, dims, name)
+    cols = _windows(x, kernel, stride, padding, dilation)  # [N, C, *K, *O]
+    n, out = cols.shape[0], tuple(cols.shape[2 + dims:])
+    k, positions = cg * math.prod(kernel), math.prod(out)
+    if groups == 1:  # [O, C*K] @ [N, C*K, O...]: [N, O, O...], channels-first order
+        y = F.matmul(F.reshape(weight, (o, k)), F.reshape(cols, (n, k, positions)))
+    else:  # [G, O/G, k] @ [N, G, k, O...]: [N, G, O/G, O...]
+        y = F.matmul(F.reshape(weight, (groups, o // groups, k)),
+                     F.reshape(cols, (n, groups, k, positions)))
+    y = F.reshape(y, (n, o) + out)
     if bias is not None:
-        out = out + F.reshape(bias, (1, o, 1, 1))
-    return out
+        y = y + F.reshape(bias, (1, o) + (1,) * dims)
+    return F.squeeze(y, 0) if unbatched else y
 
 
 @composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
-    """1-D cross-correlation of [N, C, L] with weight [O, C/groups, K]: conv2d on a
-    height of one."""
-    if input.ndim != 3:
-        raise RuntimeError(f"conv1d: expected a 3-D input [N, C, L], got shape "
-                           f"{list(input.shape)}")
-    one = lambda v: (1, v) if isinstance(v, int) else (1,) + tuple(v)  # noqa: E731
-    pad = padding if isinstance(padding, str) else (0,) + one(padding)[1:]
-    out = conv2d(F.unsqueeze(input, 2), F.unsqueeze(weight, 2), bias, one(stride), pad,
-                 one(dilation), groups)
-    return F.squeeze(out, 2)
+    """1-D cross-correlation of [N, C, L] (or [C, L]) with weight [O, C/groups, K]."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
-def _pool_args(kernel_size, stride, padding, dilation, ceil_mode, name):
-    if ceil_mode:
-        raise NotImplementedError(f"{name}: ceil_mode=True is not supported; pad the input "
-                                  "so the windows tile it, or use ceil_mode=False")
-    kernel = _pair(kernel_size, "kernel_size")
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """2-D cross-correlation of [N, C, H, W] (or [C, H, W]) with weight [O, C/groups, KH,
+    KW] (PyTorch's conv2d): the windows of the input (F.unfold2d) times the weight.
+    padding: ints, 'valid' or 'same' (an even kernel pads one more on the right)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """3-D cross-correlation of [N, C, D, H, W] (or [C, D, H, W]) with weight
+    [O, C/groups, KD, KH, KW]."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                    dims, name):
+    """The adjoint of a convolution with `weight` [C_in, C_out/groups, *K]: each input
+    pixel times the weight gives a window of the output, and the windows are summed
+    where they overlap (_unwindows)."""
+    x, unbatched = _batch(input, dims, name)
+    stride, dilation = _ntuple(stride, dims, "stride"), _ntuple(dilation, dims, "dilation")
+    padding = _ntuple(padding, dims, "padding")
+    output_padding = _ntuple(output_padding, dims, "output_padding")
+    _conv_checks(name, x, weight, bias, dims, stride, dilation)
+    for op, s, d in zip(output_padding, stride, dilation):
+        if op >= s and op >= d:
+            raise RuntimeError(f"{name}: output padding must be smaller than either stride "
+                               f"or dilation, but got output_padding={list(output_padding)}, "
+                               f"stride={list(stride)}, dilation={list(dilation)}")
+    if any(p < 0 for p in padding) or any(p < 0 for p in output_padding):
+        raise RuntimeError(f"{name}: negative padding is not supported, got {list(padding)}")
+    cin, og, *kernel = (int(s) for s in weight.shape)
+    kernel = tuple(kernel)
+    if groups <= 0 or cin % groups or x.shape[1] != cin:
+        raise RuntimeError(f"{name}: given groups={groups}, weight of size "
+                           f"{list(weight.shape)}, expected input{list(x.shape)} to have "
+                           f"{cin} channels (divisible by groups), but got {x.shape[1]} "
+                           f"channels instead")
+    n, size = x.shape[0], tuple(int(s) for s in x.shape[2:])
+    shape = (n, og * groups) + tuple(
+        (i - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for i, s, p, d, k, op in zip(size, stride, padding, dilation, kernel, output_padding))
+    from ..ops.windows import out_sizes
+
+    windows = out_sizes(shape, kernel, stride, padding, dilation)
+    if windows != size:  # output_padding >= stride: windows that read zeros only
+        x = pad(x, tuple(v for w, i in zip(reversed(windows), reversed(size))
+                         for v in (0, w - i)))
+        size = windows
+    k, positions = og * math.prod(kernel), math.prod(size)
+    w = F.transpose(F.reshape(weight, (groups, cin // groups, k)), 1, 2)  # [G, k, C_in/G]
+    cols = F.matmul(w, F.reshape(x, (n, groups, cin // groups, positions)))
+    cols = F.reshape(cols, (n, og * groups) + kernel + size)
+    y = _unwindows(cols, shape, kernel, stride, padding, dilation)
+    if bias is not None:
+        y = y + F.reshape(bias, (1, og * groups) + (1,) * dims)
+    return F.squeeze(y, 0) if unbatched else y
+
+
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """Transposed 1-D convolution of [N, C_in, L] with weight [C_in, C_out/groups, K]."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 1, "conv_transpose1d")
+
+
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """Transposed 2-D convolution ("deconvolution") of [N, C_in, H, W] with weight
+    [C_in, C_out/groups, KH, KW]: conv2d's gradient with respect to its input.
+
+    >>> F.conv_transpose2d(x, w, stride=2, output_padding=1)   # doubles H and W for K=3, p=1
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 2, "conv_transpose2d")
+
+
+@composite("ConvolutionBackward0", "input", "weight", "bias", autocast="low")
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """Transposed 3-D convolution of [N, C_in, D, H, W] with weight
+    [C_in, C_out/groups, KD, KH, KW]."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 3, "conv_transpose3d")
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """The sliding windows of [N, C, H, W] (or [C, H, W]) as columns:
+    [N, C * KH * KW, L], L the number of windows (PyTorch's im2col).
+
+    >>> F.unfold(tj.ones(1, 2, 4, 4), 2).shape   # (1, 8, 9)
+    """
+    x, unbatched = _batch(input, 2, "unfold")
+    kernel, dilation = _pair(kernel_size, "kernel_size"), _pair(dilation, "dilation")
+    padding, stride = _pair(padding, "padding"), _pair(stride, "stride")
+    cols = F.unfold2d(x, kernel, stride, padding, dilation)
+    n, c = cols.shape[0], cols.shape[1]
+    out = F.reshape(cols, (n, c * kernel[0] * kernel[1], cols.shape[4] * cols.shape[5]))
+    return F.squeeze(out, 0) if unbatched else out
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """unfold's adjoint: columns [N, C * KH * KW, L] (or unbatched) summed into
+    [N, C, *output_size] where their windows overlap (PyTorch's col2im)."""
+    cols, unbatched = _batch(input, 1, "fold")
+    size = _pair(output_size, "output_size")
+    kernel, dilation = _pair(kernel_size, "kernel_size"), _pair(dilation, "dilation")
+    padding, stride = _pair(padding, "padding"), _pair(stride, "stride")
+    from ..ops.windows import out_sizes
+
+    n, ck, length = cols.shape
+    blocks = out_sizes(size, kernel, stride, padding, dilation)
+    k = kernel[0] * kernel[1]
+    if ck % k:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the "
+                           f"product of kernel_size, but got input.size(1)={ck} and "
+                           f"kernel_size={kernel}")
+    if length != blocks[0] * blocks[1]:
+        raise RuntimeError(f"Given output_size={size}, kernel_size={kernel}, dilation="
+                           f"{dilation}, padding={padding}, stride={stride}, expected "
+                           f"size of input's dimension 2 to match the calculated number of "
+                           f"sliding blocks {blocks[0]} * {blocks[1]} = "
+                           f"{blocks[0] * blocks[1]}, but got input.size(2)={length}.")
+    out = F.fold2d(F.reshape(cols, (n, ck // k) + kernel + blocks), (n, ck // k) + size,
+                   kernel, stride, padding, dilation)
+    return F.squeeze(out, 0) if unbatched else out
+
+
+def _pool_args(dims, kernel_size, stride, padding, dilation, name):
+    kernel = _ntuple(kernel_size, dims, "kernel_size")
     stride = kernel if stride is None or stride == [] or stride == () else \
-        _pair(stride, "stride")
-    padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
-    for p, k in zip(padding, kernel):
-        if p > k // 2:
+        _ntuple(stride, dims, "stride")
+    padding, dilation = _ntuple(padding, dims, "padding"), _ntuple(dilation, dims, "dilation")
+    for what, v in (("kernel size", kernel), ("stride", stride), ("dilation", dilation)):
+        if any(x <= 0 for x in v):
+            raise RuntimeError(f"{name}: {what} should be greater than zero, but got "
+                               f"{what}={list(v)}")
+    for p, k, d in zip(padding, kernel, dilation):
+        if p < 0 or p > ((k - 1) * d + 1) // 2:
             raise RuntimeError(f"{name}: pad should be at most half of effective kernel "
-                               f"size, but got pad={p}, kernel_size={k}")
+                               f"size, but got pad={p}, kernel_size={k} and dilation={d}")
     return kernel, stride, padding, dilation
 
 
-def _batched(input, name):
-    if input.ndim == 3:
-        return F.unsqueeze(input, 0), True
-    if input.ndim != 4:
-        raise RuntimeError(f"{name}: expected a 3-D or 4-D input, got shape "
-                           f"{list(input.shape)}")
-    return input, False
+def _window_positions(size, kernel, stride, padding, dilation, out):
+    """For windows [*K, *O] over an input of spatial `size`: each window point's index in
+    the flattened input, and whether it lies inside the input (not padding)."""
+    import numpy as np
+
+    at = np.zeros(tuple(kernel) + tuple(out), np.int64)
+    inside = np.ones(at.shape, bool)
+    dims = len(kernel)
+    for i, (n, k, s, p, d, o) in enumerate(zip(size, kernel, stride, padding, dilation, out)):
+        pos = np.arange(o)[None, :] * s - p + np.arange(k)[:, None] * d  # [K_i, O_i]
+        shape = [1] * (2 * dims)
+        shape[i], shape[dims + i] = k, o
+        pos = pos.reshape(shape)
+        at = at * n + pos
+        inside = inside & (pos >= 0) & (pos < n)
+    return at.reshape((-1,) + tuple(out)), inside.reshape((-1,) + tuple(out))
+
+
+def _max_pool(input, dims, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices, name):
+    """The maximum of each window, PyTorch's first maximum (a NaN counting as the
+    maximum), and with return_indices its position in the flattened input plane."""
+    from ..tensor.creation import tensor
+
+    kernel, stride, padding, dilation = _pool_args(dims, kernel_size, stride, padding,
+                                                   dilation, name)
+    x, unbatched = _batch(input, dims, name, nonempty=True)
+    if x.dtype is dt.bool_:
+        raise RuntimeError(f"\"{name}\" not implemented for 'Bool'")
+    cols = _windows(x, kernel, stride, padding, dilation, -math.inf, ceil_mode)
+    n, c, out = cols.shape[0], cols.shape[1], tuple(int(o) for o in cols.shape[2 + dims:])
+    count = math.prod(kernel)
+    flat = F.reshape(cols, (n, c, count) + out)
+    at, inside = _window_positions(tuple(int(s) for s in x.shape[2:]), kernel, stride,
+                                   padding, dilation, out)
+    first = inside.argmax(0)  # a window's first point inside the input
+    index = _first_max(flat, count, tensor(first, device=x.device) if first.any() else 0)
+    y = F.squeeze(F.gather(flat, 2, index), 2)
+    if return_indices:
+        where = F.gather(F.expand(tensor(at, device=x.device), (n, c, count) + out), 2,
+                         F.detach(index))
+        where = F.squeeze(where, 2)
+        return (F.squeeze(y, 0), F.squeeze(where, 0)) if unbatched else (y, where)
+    return F.squeeze(y, 0) if unbatched else y
+
+
+def _first_max(windows, count: int, first=0):
+    """Per window of [N, C, K, *O], the index along K of its first maximum, a NaN
+    counting as the maximum (PyTorch's pools take `val > max || isnan(val)`): K - 1
+    comparisons and selects, elementwise ops a trace fuses into one kernel (numpy's
+    argmax along an inner dimension costs as much as the rest of a pool). `first` (per
+    window) is where a window of padding and -inf points to: its first point inside."""
+    if count == 1:
+        return F.argmax(windows, 2, keepdim=True)
+    w = F.detach(windows)
+    best, index = w[:, :, 0], first
+    for k in range(1, count):
+        v = w[:, :, k]
+        take = (v > best) | (v != v)
+        best = F.where(take, v, best)
+        index = F.where(take, k, index)
+    return F.unsqueeze(index, 2)
+
+
+@composite("MaxPool2DWithIndicesBackward0", "input")
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum of each window of [N, C, L] (or [C, L]); see max_pool2d."""
+    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, "max_pool1d")
 
 
 @composite("MaxPool2DWithIndicesBackward0", "input")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    """The maximum of each window; its gradient goes to the window's first maximum, as
-    in PyTorch (padding counts as -inf)."""
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not supported")
-    kernel, stride, padding, dilation = _pool_args(kernel_size, stride, padding, dilation,
-                                                   ceil_mode, "max_pool2d")
-    x, unbatched = _batched(input, "max_pool2d")
-    cols = F.unfold2d(x, kernel, stride, padding, dilation, value=-math.inf)
-    n, c, oh, ow = cols.shape[0], cols.shape[1], cols.shape[4], cols.shape[5]
-    flat = F.reshape(cols, (n, c, kernel[0] * kernel[1], oh, ow))
-    out = F.squeeze(F.gather(flat, 2, _first_max(flat, kernel[0] * kernel[1])), 2)
+    """The maximum of each window of [N, C, H, W] (or [C, H, W]); its gradient goes to
+    the window's first maximum, as in PyTorch (padding never wins). return_indices=True
+    also gives each maximum's index in the flattened H * W plane; ceil_mode=True adds
+    the last partial windows.
+
+    >>> out, where = F.max_pool2d(x, 2, return_indices=True)
+    """
+    return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, "max_pool2d")
+
+
+@composite("MaxPool3DWithIndicesBackward0", "input")
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum of each window of [N, C, D, H, W] (or [C, D, H, W]); see max_pool2d."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, "max_pool3d")
+
+
+def _max_unpool(input, indices, dims, kernel_size, stride, padding, output_size, name):
+    """Each value of `input` put at its `indices` (max_pool's) in a zero plane."""
+    kernel = _ntuple(kernel_size, dims, "kernel_size")
+    stride = kernel if stride is None else _ntuple(stride, dims, "stride")
+    padding = _ntuple(padding, dims, "padding")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"{name}: Expected shape of indices to be same as that of the "
+                           f"input tensor ({list(input.shape)}) but got indices tensor with "
+                           f"shape: {list(indices.shape)}")
+    if indices.dtype is not dt.int64:
+        raise RuntimeError(f"{name}: elements in indices should be type int64 but got: "
+                           f"{indices.dtype.name}")
+    x, unbatched = _batch(input, dims, name)
+    idx = F.reshape(indices, tuple(x.shape))
+    size = tuple((int(i) - 1) * s - 2 * p + k for i, s, p, k in
+                 zip(x.shape[2:], stride, padding, kernel))
+    if output_size is not None:
+        size = tuple(output_size)[-dims:]
+    n, c, plane = x.shape[0], x.shape[1], math.prod(size)
+    flat = F.reshape(idx, (n, c, -1))
+    if flat.numel() and bool(F.any((flat < 0) | (flat >= plane))):
+        raise RuntimeError(f"{name}: Found an invalid max index: indices must lie in "
+                           f"[0, {plane}) for an output of size {list(size)}")
+    values = F.reshape(x, (n, c, -1))
+    out = F.scatter_add(values, flat, 2, (n, c, plane))
+    from ..tensor.creation import full_like
+
+    repeats = F.scatter_add(full_like(F.detach(values), 1), flat, 2, (n, c, plane))
+    if bool(F.any(repeats > 1)):  # overlapping windows name a maximum more than once: it
+        # is put there once, its gradient read by each (the extra copies are constants)
+        extra = F.detach(values) * (1 - 1 / F.gather(repeats, 2, flat))
+        out = out - F.scatter_add(extra, flat, 2, (n, c, plane))
+    out = F.reshape(out, (n, c) + size)
     return F.squeeze(out, 0) if unbatched else out
 
 
-def _first_max(windows, count: int):
-    """Per window of [N, C, K, OH, OW], the index along K of its first maximum, a NaN
-    counting as the maximum (PyTorch's pools take `val > max || isnan(val)`): K - 1
-    comparisons and selects, elementwise ops a trace fuses into one kernel (numpy's
-    argmax along an inner dimension costs as much as the rest of a pool)."""
-    if count == 1:
-        return F.argmax(windows, 2, keepdim=True)
-    w = F.detach(windows)
-    best, index = w[:, :, 0], None
-    for k in range(1, count):
-        v = w[:, :, k]
-        take = (v > best) | (v != v)
-        best = F.where(take, v, best)
-        index = F.where(take, k, 0 if index is None else index)
-    return F.unsqueeze(index, 2)
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool2d's partial inverse: each value of [N, C, H, W] placed at its index (from
+    max_pool2d(return_indices=True)) in an [N, C, H_out, W_out] plane of zeros."""
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size,
+                       "max_unpool2d")
+
+
+def _avg_pool(input, dims, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override, name):
+    """The mean of each window, its divisor as PyTorch's: the window's size clipped to
+    the padded input (count_include_pad) or to the input, or divisor_override."""
+    import numpy as np
+
+    from ..tensor.creation import tensor
+
+    kernel, stride, padding, _ = _pool_args(dims, kernel_size, stride, padding, 1, name)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError(f"{name}: divisor must be not zero")
+    x, unbatched = _batch(input, dims, name, nonempty=True)
+    if x.dtype is dt.bool_:
+        raise RuntimeError(f"\"{name}\" not implemented for 'Bool'")
+    cols = _windows(x, kernel, stride, padding, (1,) * dims, 0.0, ceil_mode)
+    out = tuple(int(o) for o in cols.shape[2 + dims:])
+    total = F.sum(cols, tuple(range(2, 2 + dims)))
+    if divisor_override is not None:
+        divisor = int(divisor_override)
+    else:
+        divisor = np.ones(out, np.int64)
+        for i, (n, k, s, p, o) in enumerate(zip(x.shape[2:], kernel, stride, padding, out)):
+            start = np.arange(o) * s - p
+            stop = np.minimum(start + k, int(n) + p)
+            if not count_include_pad:
+                start, stop = np.maximum(start, 0), np.minimum(stop, int(n))
+            shape = [1] * dims
+            shape[i] = o
+            divisor = divisor * (stop - start).reshape(shape)
+        if (divisor == divisor.flat[0]).all():
+            divisor = int(divisor.flat[0])
+        else:
+            divisor = tensor(divisor, device=x.device)
+    if x.is_floating_point():
+        y = total / divisor
+    else:  # integers divide as C's do (toward zero), as PyTorch's kernels
+        y = F.div(total, divisor, rounding_mode="trunc")
+    return F.squeeze(y, 0) if unbatched else y
+
+
+@composite("AvgPool2DBackward0", "input")
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """The mean of each window of [N, C, L] (or [C, L]); see avg_pool2d."""
+    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     None, "avg_pool1d")
 
 
 @composite("AvgPool2DBackward0", "input")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    """The mean of each window (padding counts as zeros in it, as PyTorch's default)."""
-    kernel, stride, padding, _ = _pool_args(kernel_size, stride, padding, 1, ceil_mode,
-                                            "avg_pool2d")
-    if not count_include_pad and padding != (0, 0):
-        raise NotImplementedError("avg_pool2d: count_include_pad=False with padding is not "
-                                  "supported")
-    x, unbatched = _batched(input, "avg_pool2d")
-    cols = F.unfold2d(x, kernel, stride, padding, (1, 1))
-    out = F.sum(cols, (2, 3)) / (divisor_override or kernel[0] * kernel[1])
+    """The mean of each window of [N, C, H, W] (or [C, H, W]): padding counts as zeros
+    in it unless count_include_pad=False; divisor_override replaces the window's size.
+    An integer input gives integers (the mean truncated), as PyTorch's."""
+    return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, "avg_pool2d")
+
+
+@composite("AvgPool3DBackward0", "input")
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """The mean of each window of [N, C, D, H, W] (or [C, D, H, W]); see avg_pool2d."""
+    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, "avg_pool3d")
+
+
+def _adaptive_size(output_size, size, name):
+    dims = len(size)
+    out = (output_size,) * dims if isinstance(output_size, int) else tuple(output_size)
+    if len(out) != dims:
+        raise RuntimeError(f"{name}: output_size must be {dims} ints (None keeps a size), "
+                           f"got {output_size}")
+    out = tuple(s if o is None else int(o) for o, s in zip(out, size))
+    if any(o < 0 for o in out):
+        raise RuntimeError(f"{name}: elements of output_size must be greater than or equal "
+                           f"to 0 but received {list(out)}")
+    return out
+
+
+def _adaptive_batch(input, dims: int, name: str):
+    if input.ndim < dims + 1:  # PyTorch's Python wrapper checks this one first
+        raise ValueError(f"{name}: Input dimension should be at least {dims + 1}, got a "
+                         f"{input.ndim}-D input")
+    return _batch(input, dims, name)
+
+
+def _bins(size: int, out: int):
+    """PyTorch's adaptive bins: bin i of `out` over `size` spans
+    [floor(i size / out), ceil((i + 1) size / out))."""
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Average of [N, C, L] (or [C, L]) over PyTorch's adaptive bins (see
+    adaptive_avg_pool2d)."""
+    x, unbatched = _adaptive_batch(input, 1, "adaptive_avg_pool1d")
+    if int(x.shape[-1]) == 0:
+        raise RuntimeError(f"adaptive_avg_pool1d: Expected input to have non-zero size for "
+                           f"non-batch dimensions, but input has sizes {list(input.shape)}")
+    (size,) = _adaptive_size(output_size, (int(x.shape[2]),), "adaptive_avg_pool1d")
+    out = F.squeeze(adaptive_avg_pool2d(F.unsqueeze(x, 2), (1, size)), 2)
     return F.squeeze(out, 0) if unbatched else out
 
 
 def adaptive_avg_pool2d(input, output_size):
     """Average over PyTorch's adaptive bins: bin i of n over a size H spans
     [floor(i H / n), ceil((i + 1) H / n))."""
-    x, unbatched = _batched(input, "adaptive_avg_pool2d")
+    x, unbatched = _adaptive_batch(input, 2, "adaptive_avg_pool2d")
     h, w = int(x.shape[2]), int(x.shape[3])
-    oh, ow = _pair(output_size, "output_size")
-    oh, ow = oh or h, ow or w
+    oh, ow = _adaptive_size(output_size, (h, w), "adaptive_avg_pool2d")
     if (oh, ow) == (1, 1):  # a global average (PyTorch's graph: MeanBackward1 too)
         out = F.mean(x, (2, 3), keepdim=True)
     else:
@@ -615,10 +1081,8 @@ def _adaptive_bins(x, h, w, oh, ow):
     if h % oh == 0 and w % ow == 0:
         return avg_pool2d(x, (h // oh, w // ow))
     rows = []
-    for i in range(oh):
-        y0, y1 = (i * h) // oh, -((-(i + 1) * h) // oh)
-        cols = [F.mean(x[:, :, y0:y1, (j * w) // ow:-((-(j + 1) * w) // ow)], (2, 3),
-                       keepdim=True) for j in range(ow)]
+    for y0, y1 in _bins(h, oh):
+        cols = [F.mean(x[:, :, y0:y1, x0:x1], (2, 3), keepdim=True) for x0, x1 in _bins(w, ow)]
         rows.append(F.cat(cols, 3))
     return F.cat(rows, 2)
 
@@ -902,6 +1366,232 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         out = F.squeeze(out, 1)
         weights = None if weights is None else F.squeeze(weights, 0)
     return out, weights
+
+
+@composite("AdaptiveMaxPool2DBackward0", "input")
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """The maximum of [N, C, H, W] (or [C, H, W]) over PyTorch's adaptive bins (see
+    adaptive_avg_pool2d), the first maximum as max_pool2d's; return_indices=True also
+    gives its index in the flattened H * W plane."""
+    import numpy as np
+
+    from ..tensor.creation import tensor
+
+    x, unbatched = _adaptive_batch(input, 2, "adaptive_max_pool2d")
+    size = tuple(int(s) for s in x.shape[2:])
+    if 0 in size:
+        raise RuntimeError(f"adaptive_max_pool2d: Expected input to have non-zero size for "
+                           f"non-batch dimensions, but input has sizes {list(input.shape)}")
+    out = _adaptive_size(output_size, size, "adaptive_max_pool2d")
+    # each bin as a window of the largest bin's size, short bins repeating their last
+    # point (a repeat neither changes the maximum nor where the first one is)
+    picks, widths = [], []
+    for n, o in zip(size, out):
+        bins = _bins(n, o)
+        width = max((b - a for a, b in bins), default=1)
+        picks.append(np.array([[min(a + k, b - 1) for k in range(width)] for a, b in bins],
+                              np.int64).reshape(o, width))
+        widths.append(width)
+    v = x
+    for i, p in enumerate(picks):  # [N, C, OH * KH, OW * KW]
+        v = F.index_select(v, 2 + i, tensor(p.reshape(-1), device=x.device))
+    n, c = x.shape[0], x.shape[1]
+    v = F.reshape(v, (n, c, out[0], widths[0], out[1], widths[1]))
+    v = F.reshape(F.permute(v, (0, 1, 3, 5, 2, 4)), (n, c, widths[0] * widths[1]) + out)
+    index = _first_max(v, widths[0] * widths[1])
+    y = F.squeeze(F.gather(v, 2, index), 2)
+    y = F.squeeze(y, 0) if unbatched else y
+    if not return_indices:
+        return y
+    at = (picks[0].T[:, None, :, None] * size[1] + picks[1].T[None, :, None, :])
+    where = F.gather(F.expand(tensor(at.reshape((-1,) + out), device=x.device),
+                              (n, c, widths[0] * widths[1]) + out), 2, F.detach(index))
+    where = F.squeeze(where, 2)
+    return y, (F.squeeze(where, 0) if unbatched else where)
+
+
+# ---- resampling (interpolate): one dim at a time, each output point a weighted sum -----
+def _resample(x, dim: int, picks, weights=None):
+    """x resampled along `dim`: out[o] = sum_t x[picks[o, t]] * weights[o, t] (picks and
+    weights numpy [O, T]; without weights, T is 1 and the point is copied)."""
+    from ..tensor.creation import tensor
+
+    o, taps = picks.shape
+    v = F.index_select(x, dim, tensor(picks.reshape(-1), device=x.device))
+    if weights is None:
+        return v
+    shape = tuple(x.shape)
+    v = F.reshape(v, shape[:dim] + (o, taps) + shape[dim + 1:])
+    w = tensor(weights.reshape((o, taps) + (1,) * (x.ndim - dim - 1)), device=x.device)
+    return F.sum(v * (w if w.dtype is x.dtype else F.cast(w, x.dtype)), dim + 1)
+
+
+def _source_scale(n: int, out: int, align_corners: bool, scale, real):
+    """PyTorch's step between source points per output point (area_pixel_compute_scale),
+    in the precision `real` its kernels compute it in."""
+    if align_corners:
+        return real((n - 1) / (out - 1)) if out > 1 else real(0)
+    return real(1.0 / scale) if scale is not None and scale > 0 else real(n) / real(out)
+
+
+def _nearest_taps(n: int, out: int, scale, exact: bool):
+    import numpy as np
+
+    if not exact and out == n:
+        return np.arange(out)[:, None]
+    if not exact and out == 2 * n:
+        return (np.arange(out) // 2)[:, None]
+    step = _source_scale(n, out, False, scale, np.float32)
+    if exact:  # (dst + 0.5) * scale in double, rounded to float by floorf
+        src = np.floor(((np.arange(out) + 0.5) * np.float64(step)).astype(np.float32))
+    else:
+        src = np.floor(np.arange(out).astype(np.float32) * step)
+    return np.minimum(src.astype(np.int64), n - 1)[:, None]
+
+
+def _linear_taps(n: int, out: int, align_corners: bool, scale, real):
+    import numpy as np
+
+    step = _source_scale(n, out, align_corners, scale, real)
+    dst = np.arange(out).astype(real)
+    src = step * dst if align_corners else np.maximum(step * (dst + real(0.5)) - real(0.5), 0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    lam = np.clip(src - i0, 0, 1).astype(real)
+    i1 = i0 + (i0 < n - 1)
+    return np.stack([i0, i1], 1), np.stack([1 - lam, lam], 1)
+
+
+def _cubic_taps(n: int, out: int, align_corners: bool, scale, real):
+    import numpy as np
+
+    a = real(-0.75)  # PyTorch's (Keys') cubic convolution constant
+    step = _source_scale(n, out, align_corners, scale, real)
+    dst = np.arange(out).astype(real)
+    src = step * dst if align_corners else step * (dst + real(0.5)) - real(0.5)
+    i = np.floor(src).astype(np.int64)
+    t = (src - i).astype(real)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1).astype(real)
+    return np.clip(i[:, None] + np.arange(-1, 3), 0, n - 1), weights
+
+
+def _area_taps(n: int, out: int, real):
+    """adaptive average pooling's bins as taps of the longest bin's length (shorter bins
+    weigh their extra taps 0)."""
+    import numpy as np
+
+    bins = _bins(n, out)
+    width = max(b - a for a, b in bins)
+    picks = np.array([[min(a + k, b - 1) for k in range(width)] for a, b in bins], np.int64)
+    weights = np.array([[real(1) / real(b - a) if k < b - a else 0 for k in range(width)]
+                        for a, b in bins], real)
+    return picks.reshape(out, width), weights.reshape(out, width)
+
+
+_INTERPOLATE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _interpolate_sizes(input, size, scale_factor, recompute_scale_factor, dims):
+    """The output's spatial sizes and the scales PyTorch's kernels read (None: in/out)."""
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined" if size is not
+                         None else "either size or scale_factor should be defined")
+    spatial = tuple(int(s) for s in input.shape[2:])
+    if size is not None:
+        out = (int(size),) * dims if isinstance(size, int) else tuple(int(s) for s in size)
+        if len(out) != dims:
+            raise ValueError(f"Input and output must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(spatial)} and output size of {list(out)}. Please provide "
+                             f"input tensor in (N, C, d1, d2, ...,dK) format and output size "
+                             f"in (o1, o2, ...,oK) format.")
+        return out, (None,) * dims
+    scales = (float(scale_factor),) * dims if isinstance(scale_factor, (int, float)) else \
+        tuple(float(s) for s in scale_factor)
+    if len(scales) != dims:
+        raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                         f"dimensions, but got input with spatial dimensions of "
+                         f"{list(spatial)} and scale_factor of shape {list(scales)}.")
+    out = tuple(math.floor(n * s) for n, s in zip(spatial, scales))
+    return out, (None,) * dims if recompute_scale_factor else scales
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False):
+    """Resample the spatial dims of [N, C, *S] (1 to 3 of them) to `size` or by
+    `scale_factor`, as PyTorch's: mode 'nearest', 'nearest-exact', 'linear', 'bilinear',
+    'bicubic', 'trilinear' (align_corners: corner pixels' centres meet) or 'area'
+    (adaptive average pooling). Each dim is resampled in turn, so gradients are those of
+    index_select and products.
+
+    >>> F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    """
+    import numpy as np
+
+    modes = ("nearest", "nearest-exact", "area") + tuple(_INTERPOLATE_DIMS)
+    if mode not in modes:
+        raise NotImplementedError(f"Input Error: interpolate got mode {mode!r}; it supports "
+                                  f"{', '.join(modes)}")
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    dims = input.ndim - 2
+    if dims not in (1, 2, 3) or _INTERPOLATE_DIMS.get(mode, dims) != dims:
+        raise NotImplementedError(
+            f"Got {input.ndim}D input, but {mode} mode needs "
+            f"{_INTERPOLATE_DIMS.get(mode, 1) + 2}D input" if dims in (1, 2, 3) else
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+            f"nearest-exact (got {mode})")
+    out, scales = _interpolate_sizes(input, size, scale_factor, recompute_scale_factor, dims)
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"interpolate: input and output sizes should be greater than 0, "
+                           f"but got input {list(input.shape[2:])} and output {list(out)}")
+    if mode == "area":
+        return (adaptive_avg_pool1d, adaptive_avg_pool2d, _adaptive_avg)[dims - 1](input, out)
+    real = np.float32 if input.dtype.itemsize <= 4 else np.float64
+    y = input
+    for i, (n, o, s) in enumerate(zip(input.shape[2:], out, scales)):
+        n = int(n)
+        if mode in ("nearest", "nearest-exact"):
+            y = _resample(y, 2 + i, _nearest_taps(n, o, s, mode == "nearest-exact"))
+        elif mode == "bicubic":
+            y = _resample(y, 2 + i, *_cubic_taps(n, o, align_corners, s, real))
+        else:
+            y = _resample(y, 2 + i, *_linear_taps(n, o, align_corners, s, real))
+    return y
+
+
+def _adaptive_avg(input, output_size):
+    """Average of [N, C, *S] over PyTorch's adaptive bins, one spatial dim at a time."""
+    import numpy as np
+
+    real = np.float32 if input.dtype.itemsize <= 4 else np.float64
+    y = input
+    for i, (n, o) in enumerate(zip(input.shape[2:], output_size)):
+        y = _resample(y, 2 + i, *_area_taps(int(n), o, real))
+    return y
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """interpolate(mode='nearest') (PyTorch's deprecated spelling)."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """interpolate(mode='bilinear', align_corners=True) (PyTorch's deprecated spelling)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 from ._activations import *  # noqa: E402,F401,F403  (elu, hardtanh, softplus, prelu, ...)

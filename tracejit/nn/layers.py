@@ -518,18 +518,22 @@ class SmoothL1Loss(Module):
 
 
 class _ConvNd(Module):
-    """Convolution layers (PyTorch's Conv1d/Conv2d): weight [out, in/groups, *kernel] and
-    bias [out], both ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch initialises them."""
+    """Convolution layers (PyTorch's Conv1d/2d/3d): weight [out, in/groups, *kernel] and
+    bias [out], both ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch initialises them;
+    the transposed ones' weight is [in, out/groups, *kernel]."""
 
     _dims = 2
+    _transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 dtype=None):
+                 dtype=None, output_padding=0):
         super().__init__()
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r}: only 'zeros' is "
-                                      "supported")
+        modes = ("zeros",) if self._transposed else ("zeros", "reflect", "replicate",
+                                                     "circular")
+        if padding_mode not in modes:
+            raise ValueError(f"padding_mode must be one of {', '.join(modes)} for "
+                             f"{type(self).__name__}, but got padding_mode={padding_mode!r}")
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) "
                              f"must be divisible by groups ({groups})")
@@ -542,8 +546,10 @@ class _ConvNd(Module):
             tup(dilation)
         self.padding = padding if isinstance(padding, str) else tup(padding)
         self.groups, self.padding_mode = groups, padding_mode
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size,
-                                      dtype=dtype))
+        self.output_padding = tup(output_padding)
+        shape = (in_channels, out_channels // groups) if self._transposed else \
+            (out_channels, in_channels // groups)
+        self.weight = Parameter(empty(*shape, *self.kernel_size, dtype=dtype))
         if bias:
             self.bias = Parameter(empty(out_channels, dtype=dtype))
         else:
@@ -562,32 +568,97 @@ class _ConvNd(Module):
              f"stride={self.stride}")
         if self.padding != (0,) * self._dims:
             s += f", padding={self.padding}"
+        if self.output_padding != (0,) * self._dims:
+            s += f", output_padding={self.output_padding}"
         if self.dilation != (1,) * self._dims:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
+
+    def forward(self, input):
+        fn = (F.conv1d, F.conv2d, F.conv3d)[self._dims - 1]
+        if self.padding_mode == "zeros":
+            return fn(input, self.weight, self.bias, self.stride, self.padding,
+                      self.dilation, self.groups)
+        # the input padded in that mode first (F.pad's order: the last dim's sides first)
+        if self.padding == "same":
+            totals = [d * (k - 1) for k, d in zip(self.kernel_size, self.dilation)]
+            sides = [(t // 2, t - t // 2) for t in totals]
+        else:
+            sides = [(0, 0) if self.padding == "valid" else (p, p) for p in self.padding]
+        pads = tuple(v for side in reversed(sides) for v in side)
+        return fn(F.pad(input, pads, self.padding_mode), self.weight, self.bias, self.stride,
+                  0, self.dilation, self.groups)
 
 
 class Conv1d(_ConvNd):
     _dims = 1
 
-    def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
-
 
 class Conv2d(_ConvNd):
     _dims = 2
 
-    def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+
+class Conv3d(_ConvNd):
+    _dims = 3
 
 
-class MaxPool2d(Module):
+class _ConvTransposeNd(_ConvNd):
+    """Transposed convolutions; forward's `output_size` picks the output_padding that
+    gives it (a strided convolution maps several sizes to one)."""
+
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", dtype=None):
+        if isinstance(padding, str):
+            raise ValueError(f"padding={padding!r} is not supported by "
+                             f"{type(self).__name__}: give ints")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, dtype, output_padding)
+
+    def _output_padding(self, input, output_size) -> tuple:
+        if output_size is None:
+            return self.output_padding
+        want = tuple(output_size)[-self._dims:]
+        least = tuple((int(n) - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in zip(
+            input.shape[input.ndim - self._dims:], self.stride, self.padding, self.dilation,
+            self.kernel_size))
+        extra = tuple(w - m for w, m in zip(want, least))
+        most = [m + max(s, d) - 1 for m, s, d in zip(least, self.stride, self.dilation)]
+        if any(not m <= w <= x for m, w, x in zip(least, want, most)):
+            raise ValueError(f"requested an output size of {list(want)}, but valid sizes "
+                             f"range from {list(least)} to {most} (for an input of "
+                             f"{list(input.shape[2:])})")
+        return extra
+
+    def forward(self, input, output_size=None):
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._dims - 1]
+        return fn(input, self.weight, self.bias, self.stride, self.padding,
+                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _dims = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    _dims = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _dims = 3
+
+
+class _MaxPoolNd(Module):
+    _fn = None  # the functional pool
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False):
         super().__init__()
@@ -597,15 +668,44 @@ class MaxPool2d(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding,
+                              self.dilation, self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
                 f", dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class AvgPool2d(Module):
+class MaxPool1d(_MaxPoolNd):
+    _fn = F.max_pool1d
+
+
+class MaxPool2d(_MaxPoolNd):
+    _fn = F.max_pool2d
+
+
+class MaxPool3d(_MaxPoolNd):
+    _fn = F.max_pool3d
+
+
+class MaxUnpool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else \
+            kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class _AvgPoolNd(Module):
+    _fn = None  # the functional pool
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None):
         super().__init__()
@@ -615,23 +715,188 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding,
+                              self.ceil_mode, self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool2d(Module):
+class AvgPool1d(_AvgPoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        def one(v):
+            return (v,) if isinstance(v, int) else tuple(v)
+
+        super().__init__(one(kernel_size), one(stride if stride is not None else kernel_size),
+                         one(padding), ceil_mode, count_include_pad)
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
+                            self.ceil_mode, self.count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
+    _fn = F.avg_pool2d
+
+
+class AvgPool3d(_AvgPoolNd):
+    _fn = F.avg_pool3d
+
+
+class _AdaptivePool(Module):
+    _fn = None  # the functional pool
+
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
 
     def forward(self, input):
-        return F.adaptive_avg_pool2d(input, self.output_size)
+        return type(self)._fn(input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    _fn = F.adaptive_avg_pool1d
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    _fn = F.adaptive_avg_pool2d
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class _PadNd(Module):
+    """Padding layers: F.pad with a fixed mode over the last `_dims` dims; `padding` is an
+    int (every side) or PyTorch's (left, right, top, bottom) order."""
+
+    _dims, _mode = 2, "constant"
+
+    def __init__(self, padding, value: float = 0.0):
+        super().__init__()
+        self.padding = (padding,) * (2 * self._dims) if isinstance(padding, int) else \
+            tuple(padding)
+        if len(self.padding) != 2 * self._dims:
+            raise ValueError(f"{type(self).__name__}: padding must be an int or "
+                             f"{2 * self._dims} ints, got {padding}")
+        self.value = value
+
+    def forward(self, input):
+        if self._mode == "constant":
+            return F.pad(input, self.padding, "constant", self.value)
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self) -> str:
+        if self._mode == "constant":
+            return f"padding={self.padding}, value={self.value}"
+        return f"{self.padding}"
+
+
+class ConstantPad1d(_PadNd):
+    _dims = 1
+
+
+class ConstantPad2d(_PadNd):
+    _dims = 2
+
+
+class ZeroPad2d(_PadNd):
+    _dims = 2
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ReflectionPad1d(_PadNd):
+    _dims, _mode = 1, "reflect"
+
+
+class ReflectionPad2d(_PadNd):
+    _dims, _mode = 2, "reflect"
+
+
+class ReplicationPad1d(_PadNd):
+    _dims, _mode = 1, "replicate"
+
+
+class ReplicationPad2d(_PadNd):
+    _dims, _mode = 2, "replicate"
+
+
+class CircularPad2d(_PadNd):
+    _dims, _mode = 2, "circular"
+
+
+class Upsample(Module):
+    """F.interpolate as a layer."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest",
+                 align_corners=None, recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) \
+            else (tuple(float(f) for f in scale_factor) if scale_factor else None)
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode,
+                             self.align_corners, self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        what = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else \
+            f"size={self.size}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class Unfold(Module):
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = (kernel_size, dilation,
+                                                                      padding, stride)
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Fold(Module):
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
 
 
 class Flatten(Module):

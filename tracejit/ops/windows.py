@@ -1,8 +1,10 @@
 """Sliding windows over the last two dims (im2col) and their adjoint (col2im).
 
 `unfold2d` gathers every kernel window of a padded [N, C, H, W] input into
-[N, C, KH, KW, OH, OW]; `fold2d` adds windows back into [N, C, H, W]. Each is the
-other's vjp, so convolutions and pools composed of them (nn/functional.py) have
+[N, C, KH, KW, OH, OW]; `fold2d` adds windows back into [N, C, H, W]. With `ceil_mode`
+the last window along a dim may run past the right padding (PyTorch's pools' rule: it
+must start inside the input or the left padding); what it reads there is the fill value.
+Each is the other's vjp, so convolutions and pools composed of them (nn/functional.py) have
 gradients of every order, and traces see two primitives they can schedule and fuse
 around.
 
@@ -24,9 +26,19 @@ from .rules import aval_of
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
 
 
-def out_size(size, k: int, s: int, p: int, d: int):
-    """Number of window positions along one dim (PyTorch's formula, floor mode)."""
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+def out_size(size, k: int, s: int, p: int, d: int, ceil_mode: bool = False):
+    """Number of window positions along one dim (PyTorch's formula; ceil mode adds a last
+    partial window when it starts inside the input or the left padding)."""
+    if not ceil_mode:
+        return (size + 2 * p - d * (k - 1) - 1) // s + 1
+    out = (size + 2 * p - d * (k - 1) - 1 + s - 1) // s + 1
+    return out - 1 if (out - 1) * s >= size + p else out
+
+
+def out_sizes(shape, kernel, stride, padding, dilation, ceil_mode: bool = False) -> tuple:
+    """Window positions along each of the trailing len(kernel) dims of `shape`."""
+    return tuple(out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in
+                 zip(shape[len(shape) - len(kernel):], kernel, stride, padding, dilation))
 
 
 def _check(name, a, kernel, stride, padding, dilation):
@@ -39,12 +51,11 @@ def _check(name, a, kernel, stride, padding, dilation):
             raise RuntimeError(f"{name}: {what} must be >= {low}, got {list(v)}")
 
 
-def _infer_unfold(x, kernel, stride, padding, dilation, value=0.0):
+def _infer_unfold(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
     a = aval_of(x)
     _check("unfold2d", a, kernel, stride, padding, dilation)
     n, c, h, w = a.shape
-    oh = out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    oh, ow = out_sizes(a.shape, kernel, stride, padding, dilation, ceil_mode)
     _check_size(h, w, oh, ow, kernel, padding)
     return AVal((n, c) + tuple(kernel) + (oh, ow), a.dtype)
 
@@ -87,21 +98,21 @@ def _fill(value, dtype):
     return value
 
 
-def _unfold(x, kernel, stride, padding, dilation, value=0.0):
+def _unfold(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
     n, c, h, w = x.shape
-    oh = out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    oh, ow = out_sizes(x.shape, kernel, stride, padding, dilation, ceil_mode)
     _check_size(h, w, oh, ow, kernel, padding)
     shape = (n, c) + tuple(kernel) + (oh, ow)
-    out = np.full(shape, _fill(value, x.dtype), x.dtype) if any(padding) else \
-        np.empty(shape, x.dtype)
+    floor = out_sizes(x.shape, kernel, stride, padding, dilation)
+    out = np.full(shape, _fill(value, x.dtype), x.dtype) if any(padding) or \
+        floor != (oh, ow) else np.empty(shape, x.dtype)
     for i, j, rows, cols, in_rows, in_cols in _offsets(kernel, stride, padding, dilation,
                                                        (h, w), (oh, ow)):
         out[:, :, i, j, rows, cols] = x[:, :, in_rows, in_cols]
     return out
 
 
-def _fold(g, shape, kernel, stride, padding, dilation):
+def _fold(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
     out = np.zeros(shape, g.dtype)
     oh, ow = g.shape[4], g.shape[5]
     for i, j, rows, cols, in_rows, in_cols in _offsets(kernel, stride, padding, dilation,
@@ -110,12 +121,10 @@ def _fold(g, shape, kernel, stride, padding, dilation):
     return out
 
 
-def _infer_fold(g, shape, kernel, stride, padding, dilation):
+def _infer_fold(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
     a = aval_of(g)
-    n, c, h, w = shape
-    want = (n, c) + tuple(kernel) + (
-        out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
-        out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
+    want = tuple(shape[:2]) + tuple(kernel) + out_sizes(shape, kernel, stride, padding,
+                                                        dilation, ceil_mode)
     if a.ndim != 6 or any(isinstance(x, int) and isinstance(y, int) and x != y
                           for x, y in zip(a.shape, want)):
         raise RuntimeError(f"fold2d: expected windows {list(want)} [N, C, KH, KW, OH, OW] "
@@ -124,10 +133,10 @@ def _infer_fold(g, shape, kernel, stride, padding, dilation):
 
 
 register("unfold2d", INDEX, _unfold, _infer_unfold,
-         lambda g, out, x, kernel, stride, padding, dilation, value=0.0: (
-             F.fold2d(g, tuple(x.shape), kernel, stride, padding, dilation),),
+         lambda g, out, x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False: (
+             F.fold2d(g, tuple(x.shape), kernel, stride, padding, dilation, ceil_mode),),
          saves=(), grad_name="Im2ColBackward0")
 register("fold2d", INDEX, _fold, _infer_fold,
-         lambda g, out, w, shape, kernel, stride, padding, dilation: (
-             F.unfold2d(g, kernel, stride, padding, dilation),),
+         lambda g, out, w, shape, kernel, stride, padding, dilation, ceil_mode=False: (
+             F.unfold2d(g, kernel, stride, padding, dilation, ceil_mode=ceil_mode),),
          saves=(), grad_name="Col2ImBackward0")

@@ -746,15 +746,25 @@ def matmul(input, other):
     return out
 
 
-def unfold2d(input, kernel, stride, padding, dilation, value=0.0):
-    """Every kernel window of the padded [N, C, H, W] input: [N, C, KH, KW, OH, OW]."""
+def unfold2d(input, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
+    """Every kernel window of the padded [N, C, H, W] input: [N, C, KH, KW, OH, OW]
+    (`ceil_mode`: with the pools' last partial windows, which read `value` past the
+    input)."""
+    if ceil_mode:
+        return apply(OPS.unfold2d, input, kernel=tuple(kernel), stride=tuple(stride),
+                     padding=tuple(padding), dilation=tuple(dilation), value=float(value),
+                     ceil_mode=True)
     return apply(OPS.unfold2d, input, kernel=tuple(kernel), stride=tuple(stride),
                  padding=tuple(padding), dilation=tuple(dilation), value=float(value))
 
 
-def fold2d(windows, shape, kernel, stride, padding, dilation):
+def fold2d(windows, shape, kernel, stride, padding, dilation, ceil_mode=False):
     """Sum windows [N, C, KH, KW, OH, OW] back into an [N, C, H, W] tensor (unfold2d's
     adjoint)."""
+    if ceil_mode:
+        return apply(OPS.fold2d, windows, shape=tuple(shape), kernel=tuple(kernel),
+                     stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation),
+                     ceil_mode=True)
     return apply(OPS.fold2d, windows, shape=tuple(shape), kernel=tuple(kernel),
                  stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
 

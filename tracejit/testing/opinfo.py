@@ -93,25 +93,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
              "values and gradients differ"),
     **_known("nn.functional.normalize norm", ALL3, "p=0 raises ZeroDivisionError (PyTorch: "
              "the count of non-zeros)"),
-    **_known("nn.functional.adaptive_avg_pool2d", "errors", "RuntimeError for a too-small "
-             "input where PyTorch raises ValueError; ValueError for a wrong output_size where "
-             "PyTorch raises RuntimeError"),
-    **_known("nn.functional.conv1d", ALL3, "an unbatched (C, L) input is rejected"),
-    **_known("nn.functional.conv2d", ALL3, "an unbatched (C, H, W) input is rejected; "
-             "padding='same' with an even kernel is not implemented"),
-    **_known("nn.functional.conv1d nn.functional.conv2d", "errors",
-             "no error for a negative dilation or a weight of another dtype"),
-    **_known("nn.functional.pad.constant", ALL3, "F.pad takes no mode argument: "
-             "F.pad(x, pad, 'constant', value) raises TypeError"),
-    **_known("nn.functional.pad.reflect nn.functional.pad.replicate "
-             "nn.functional.pad.replicate_negative nn.functional.pad.circular", ALL3,
-             "padding modes reflect, replicate and circular and negative padding are missing "
-             "(the mode is read as the fill value)"),
-    **_known("nn.functional.avg_pool2d", ALL3, "ceil_mode=True is not supported; an int64 "
-             "input gives float32 (PyTorch keeps int64)"),
-    **_known("nn.functional.avg_pool2d", "errors", "no error for divisor_override=0"),
-    **_known("nn.functional.max_pool2d", ALL3,
-             "return_indices=True and ceil_mode=True are not supported"),
+    **_known("nn.functional.conv3d", FWD, "float32 sums of 64 products (padding='same', "
+             "dilation 3, outputs up to ~440) are added in another order than PyTorch's: "
+             "outputs near zero differ by ~6e-5, past the 1e-5 tolerance (both lie within "
+             "7e-5 of the float64 result)"),
     **_known("nn.functional.batch_norm", ALL3, "a 1-d input of size 0 raises IndexError"),
     **_known("nn.functional.gelu", "errors", "no error for an unknown approximate= value"),
     **_known("narrow", "errors", "no error for an out-of-range start or length, a negative "
