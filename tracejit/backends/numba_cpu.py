@@ -21,6 +21,7 @@ from ..ir.symbolic import SymInt, plain_symbol
 from ..ir.passes.fuse import column_sum
 from ..core.log import enabled, log
 from ..ops import OPS
+from ..ops.rules import run_on_arrays
 from ..ops.scalar import MATH1, MATH2, MAX, MEAN, MIN, PROD, SPECIAL, SUM, Arg, Ref, render
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
@@ -523,10 +524,7 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = (),
     kernel's size parameters `zs`; size symbols in attributes come from `sizes` (symbol ->
     value, as a host program knows them), else are read off the inputs' shapes and
     `shapes` ((value, concrete shape), right-aligned)."""
-    from ..autograd.grad_mode import no_grad
     from ..ir.symbolic import map_leaves
-    from ..tensor.dispatch import apply
-    from ..tensor.tensor import Tensor
 
     by_source = {src: z for (src, _), z in zip(size_params(region), zs)}
     env = dict(sizes or {})
@@ -544,12 +542,12 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = (),
     def resolve(x):
         return values[x] if isinstance(x, Value) else map_leaves(x, SymInt, size)
 
-    values = {v: Tensor._make(a) for v, a in zip(region.inputs, arrays)}
-    with no_grad():
-        for node in region.nodes:
-            values[node.outputs[0]] = apply(OPS[node.op], *[resolve(x) for x in node.inputs],
-                                            **{k: resolve(v) for k, v in node.attrs.items()})
-    return [np.asarray(values[v]._data, order="C") for v in region.outputs]  # (0-d stays 0-d)
+    values = dict(zip(region.inputs, arrays))
+    for node in region.nodes:
+        values[node.outputs[0]] = run_on_arrays(
+            OPS[node.op], [resolve(x) for x in node.inputs],
+            {k: resolve(v) for k, v in node.attrs.items()})
+    return [np.asarray(values[v], order="C") for v in region.outputs]  # (0-d stays 0-d)
 
 
 RAN, FAILED, PENDING = "ran", "failed", "pending"

@@ -5,9 +5,12 @@ dispatch reuses to explain a numpy failure.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as dt
+from ..core.float_errors import quiet, restore
 from ..ir.symbolic import SymInt, is_dynamic, known_same
-from .registry import AVal, COMPARE, FLOAT, LOGICAL
+from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL
 
 
 class Meta:
@@ -150,3 +153,23 @@ def infer_elementwise(name: str, rule: str):
         shapes = [aval_of(x).shape for x in inputs]
         return AVal(broadcast_shapes(name, *shapes), elementwise_dtypes(rule, inputs)[1])
     return infer
+
+
+def run_on_arrays(op, args: list, attrs: dict):
+    """`op` on numpy arrays and Python numbers, as eager dispatch computes it on the
+    tensors holding them (operands cast to the op's compute dtype, numpy's
+    floating-point warnings silenced) but without tensors, autograd or devices: what the
+    IR's passes and the kernels' op-by-op fallback run."""
+    ct = compute_dtype(op, [AVal(a.shape, dt.from_numpy_dtype(a.dtype))
+                            if isinstance(a, np.ndarray) else a for a in args],
+                       attrs) if op.kind is ELEMENTWISE else None
+    if ct is not None:
+        first = 1 if op.dtype_rule == "where" else 0
+        args = [a.astype(ct.np) if i >= first and isinstance(a, np.ndarray) and
+                a.dtype != ct.np else a for i, a in enumerate(args)]
+    token = quiet()
+    try:
+        out = op.impl(*args, **attrs)
+    finally:
+        restore(token)
+    return np.asarray(out)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...ops import OPS
 from ...ops.registry import RANDOM
+from ...ops.rules import run_on_arrays
 from ..graph import GUARD, Graph, Value
 from ..symbolic import has_sym
 from .rewrite import Builder
@@ -16,10 +17,6 @@ MAX_FOLDED_ELEMENTS = 4096
 
 
 def fold_constants(graph: Graph) -> Graph:
-    from ...autograd.grad_mode import no_grad
-    from ...tensor.dispatch import apply
-    from ...tensor.tensor import Tensor
-
     b = Builder(graph, "fold_constants", recurse=fold_constants)
     known: dict = {}  # new Value -> ndarray
     for node in graph.nodes:
@@ -32,9 +29,8 @@ def fold_constants(graph: Graph) -> Graph:
             out = node.outputs[0]
             size = int(np.prod([int(d) for d in out.shape])) if out.shape else 1
             if size <= MAX_FOLDED_ELEMENTS:
-                args = [Tensor._make(known[x]) if isinstance(x, Value) else x for x in inputs]
-                with no_grad():
-                    value = apply(OPS[node.op], *args, **node.attrs)._data
+                args = [known[x] if isinstance(x, Value) else x for x in inputs]
+                value = run_on_arrays(OPS[node.op], args, node.attrs)
                 new = b.emit("constant", [], {"value": np.array(value, copy=True)},
                              [(out.dtype, out.shape)], node)
                 b.map[out] = new.outputs[0]
