@@ -144,8 +144,9 @@ class CrossEntropyLoss(Module):
             raise ValueError(f"{reduction} is not a valid value for reduction")
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
-                               self.label_smoothing)
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)
 
 
 class GELU(Module):
@@ -418,7 +419,8 @@ class NLLLoss(Module):
         self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(Module):

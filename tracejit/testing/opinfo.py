@@ -67,8 +67,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("div.floor_rounding remainder __rmod__", "grad traced", "the result does not "
              "require grad (PyTorch differentiates it: 0 for floor division, 1 for "
              "remainder's dividend)"),
-    **_known("linspace linspace.tensor_overload", FWD,
-             "integer dtypes: values rounded where PyTorch truncates"),
     **_known("linspace linspace.tensor_overload", "errors", "ValueError where PyTorch raises "
              "RuntimeError for negative steps; no error for a float steps or 1-d start and "
              "end tensors"),
@@ -80,8 +78,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("isclose", "errors", NUMBER_FIRST + "; no error for a negative rtol or atol"),
     **_known("softmax softmax.with_dtype log_softmax log_softmax.with_dtype", ALL3,
              "a zero-size dimension raises (amax over it); PyTorch returns an empty result"),
-    **_known("nn.functional.cross_entropy", ALL3, "probability targets with class weights: "
-             "values and gradients differ"),
     **_known("nn.functional.normalize norm", ALL3, "p=0 raises ZeroDivisionError (PyTorch: "
              "the count of non-zeros)"),
     **_known("nn.functional.adaptive_avg_pool2d", "errors", "RuntimeError for a too-small "
