@@ -142,3 +142,130 @@ def test_layer_norm_of_bfloat16_with_float32_parameters_keeps_bfloat16():
 def test_layer_norm_rejects_float64_parameters_for_a_float32_input():
     with pytest.raises(RuntimeError, match="mixed dtype"):
         tj.nn.functional.layer_norm(tj.randn(2, 4), (4,), tj.ones(4, dtype=tj.float64))
+
+
+# ---- losses and distances ----------------------------------------------------------------
+
+def _signs(*shape):
+    return np.where(RNG.random(shape) < 0.5, -1.0, 1.0)
+
+
+def _nnf(lib):
+    return lib.nn.functional
+
+
+LOSSES = [
+    ("l1", lambda lib, x, y: _nnf(lib).l1_loss(x, y), randn(3, 4), randn(3, 4)),
+    ("l1-none", lambda lib, x, y: _nnf(lib).l1_loss(x, y, reduction="none"), randn(3, 4),
+     randn(3, 4)),
+    ("huber", lambda lib, x, y: _nnf(lib).huber_loss(x, y, delta=0.7), randn(3, 4),
+     randn(3, 4)),
+    ("huber-sum", lambda lib, x, y: _nnf(lib).huber_loss(x, y, "sum", 2.0), randn(5),
+     randn(5)),
+    ("kl-batchmean", lambda lib, x, y: _nnf(lib).kl_div(x.log_softmax(1), y.softmax(1),
+                                                        reduction="batchmean"),
+     randn(3, 4), randn(3, 4)),
+    ("kl-log-target", lambda lib, x, y: _nnf(lib).kl_div(x, y, reduction="sum",
+                                                         log_target=True), randn(3, 4),
+     randn(3, 4)),
+    ("kl-zero-target", lambda lib, x, y: _nnf(lib).kl_div(x, y.relu(), reduction="none"),
+     randn(3, 4), randn(3, 4)),
+    ("margin-ranking", lambda lib, a, b, t: _nnf(lib).margin_ranking_loss(a, b, t, 0.3),
+     randn(6), randn(6), _signs(6)),
+    ("hinge-embedding", lambda lib, x, t: _nnf(lib).hinge_embedding_loss(
+        x, t, 0.5, reduction="none"), randn(3, 4), _signs(3, 4)),
+    ("soft-margin", lambda lib, x, t: _nnf(lib).soft_margin_loss(x, t.detach()),
+     randn(3, 4), _signs(3, 4)),
+    ("multilabel-soft-margin", lambda lib, x, t: _nnf(lib).multilabel_soft_margin_loss(
+        x, t, lib.tensor([0.5, 1.0, 2.0, 1.5], dtype=lib.float64), reduction="none"),
+     randn(3, 4), (_signs(3, 4) > 0).astype(np.float64)),
+    ("cosine-embedding", lambda lib, a, b, t: _nnf(lib).cosine_embedding_loss(a, b, t, 0.1),
+     randn(5, 3), randn(5, 3), _signs(5)),
+    ("triplet", lambda lib, a, p, n: _nnf(lib).triplet_margin_loss(a, p, n, 0.5, p=1.5,
+                                                                   swap=True),
+     randn(4, 3), randn(4, 3), randn(4, 3)),
+    ("poisson-log", lambda lib, x, t: _nnf(lib).poisson_nll_loss(x, t, full=True),
+     randn(3, 4), np.abs(randn(3, 4)) * 3),
+    ("poisson-rate", lambda lib, x, t: _nnf(lib).poisson_nll_loss(
+        x.abs(), t, log_input=False, reduction="sum"), randn(3, 4), np.abs(randn(3, 4))),
+    ("gaussian", lambda lib, x, t, v: _nnf(lib).gaussian_nll_loss(x, t, v.abs(), full=True),
+     randn(3, 4), randn(3, 4), randn(3, 4)),
+    ("gaussian-one-var", lambda lib, x, t, v: _nnf(lib).gaussian_nll_loss(
+        x, t, v.abs() * 1e-8, reduction="none"), randn(3, 4), randn(3, 4), randn(3)),
+    ("multi-margin", lambda lib, x, t: _nnf(lib).multi_margin_loss(x, t), randn(4, 5),
+     np.array([0, 4, 2, 2])),
+    ("multi-margin-p2", lambda lib, x, t: _nnf(lib).multi_margin_loss(
+        x, t, p=2, margin=0.5, weight=lib.tensor([1.0, 2.0, 0.5, 1.0, 3.0],
+                                                 dtype=lib.float64), reduction="none"),
+     randn(4, 5), np.array([0, 4, 2, 2])),
+    ("pairwise-distance", lambda lib, a, b: _nnf(lib).pairwise_distance(a, b, 3.0,
+                                                                        keepdim=True),
+     randn(4, 3), randn(4, 3)),
+    ("cosine-similarity", lambda lib, a, b: _nnf(lib).cosine_similarity(a, b, dim=-2),
+     randn(1, 2, 3), randn(2, 1, 3)),
+    ("bce-logits-pos-weight", lambda lib, x, t: _nnf(lib).binary_cross_entropy_with_logits(
+        x, t, pos_weight=lib.tensor([1.0, 2.0, 0.5, 3.0], dtype=lib.float64)),
+     randn(3, 4) * 10, RNG.random((3, 4))),
+]
+
+
+@pytest.mark.parametrize("fn,arrays", [pytest.param(fn, arrays, id=name)
+                                        for name, fn, *arrays in LOSSES])
+def test_loss_matches_pytorch(fn, arrays):
+    assert_matches(fn, *arrays)
+
+
+MODULES = [
+    ("L1Loss", {}, 2), ("HuberLoss", {"reduction": "sum", "delta": 0.5}, 2),
+    ("KLDivLoss", {"reduction": "batchmean"}, 2), ("MarginRankingLoss", {"margin": 0.2}, 3),
+    ("HingeEmbeddingLoss", {"margin": 2.0}, 2), ("SoftMarginLoss", {}, 2),
+    ("CosineEmbeddingLoss", {"margin": 0.3}, 3), ("TripletMarginLoss", {"margin": 0.7}, 3),
+    ("PoissonNLLLoss", {"log_input": False}, 2), ("GaussianNLLLoss", {"full": True}, 3),
+    ("CosineSimilarity", {"dim": 0}, 2), ("PairwiseDistance", {"p": 1.0}, 2),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,n", MODULES, ids=[m[0] for m in MODULES])
+def test_loss_module_matches_pytorch(name, kwargs, n):
+    import torch
+
+    arrays = [np.abs(randn(4, 3)) for _ in range(n)]
+    if name in ("MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss"):
+        arrays[-1] = _signs(*(4, 3) if name != "CosineEmbeddingLoss" else (4,))
+    got = getattr(tj.nn, name)(**kwargs)(*[tj.tensor(a) for a in arrays])
+    want = getattr(torch.nn, name)(**kwargs)(*[torch.tensor(a) for a in arrays])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), 1e-6, 1e-7)
+
+
+def test_weighted_loss_modules_keep_their_weight_as_a_buffer():
+    w = tj.tensor([1.0, 2.0, 3.0])
+    for module in (tj.nn.MultiLabelSoftMarginLoss(w), tj.nn.MultiMarginLoss(weight=w)):
+        assert list(module.state_dict()) == ["weight"]
+
+
+@pytest.mark.parametrize("call,error", [
+    (lambda F: F.l1_loss(tj.randn(2, 3), tj.randn(4)), RuntimeError),
+    (lambda F: F.huber_loss(tj.randn(3), tj.randn(3), delta=0.0), RuntimeError),
+    (lambda F: F.kl_div(tj.randn(3), tj.randn(3), reduction="avg"), ValueError),
+    (lambda F: F.gaussian_nll_loss(tj.randn(3, 2), tj.randn(3, 2), tj.ones(2, 3)),
+     ValueError),
+    (lambda F: F.gaussian_nll_loss(tj.randn(3), tj.randn(3), -tj.ones(3)), ValueError),
+    (lambda F: F.multi_margin_loss(tj.randn(2, 3), tj.tensor([0, 1]), p=3), ValueError),
+    (lambda F: F.triplet_margin_loss(tj.randn(2, 3), tj.randn(2, 3), tj.randn(2, 3),
+                                     margin=0.0), ValueError),
+])
+def test_loss_errors_are_pytorchs(call, error):
+    with pytest.raises(error):
+        call(tj.nn.functional)
+
+
+def test_losses_trace_as_eager():
+    x, y = tj.tensor(randn(3, 4)), tj.tensor(randn(3, 4))
+
+    def f(x, y):
+        F = tj.nn.functional
+        return F.huber_loss(x, y) + F.soft_margin_loss(x, y.sign()) + \
+            F.cosine_similarity(x, y).sum()
+
+    traced = tj.trace(f, (x, y), backend="interpret")
+    np.testing.assert_allclose(traced(x, y).numpy(), f(x, y).numpy(), 1e-12)

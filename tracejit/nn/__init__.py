@@ -5,6 +5,11 @@ from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCE
                      Embedding, Flatten, GELU, LayerNorm, LeakyReLU, Linear, MaxPool2d,
                      ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle, PixelUnshuffle,
                      ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
+from .losses import (CosineEmbeddingLoss, CosineSimilarity, GaussianNLLLoss,
+                     HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss,
+                     MultiLabelSoftMarginLoss, MultiMarginLoss, PairwiseDistance,
+                     PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
+from .losses import MODULES as _LOSS_MODULES
 from .module import Module
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
@@ -15,4 +20,4 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
            "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
            "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"]
+           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"] + _LOSS_MODULES

@@ -684,3 +684,11 @@ def _adaptive_bins(x, h, w, oh, ow):
                        keepdim=True) for j in range(ow)]
         rows.append(F.cat(cols, 3))
     return F.cat(rows, 2)
+
+
+
+# the losses and distances of nn/losses.py, re-exported here as PyTorch's namespace has them
+from .losses import *  # noqa: E402, F401, F403
+from .losses import __all__ as _losses  # noqa: E402
+
+__all__ += _losses
