@@ -269,3 +269,88 @@ def test_losses_trace_as_eager():
 
     traced = tj.trace(f, (x, y), backend="interpret")
     np.testing.assert_allclose(traced(x, y).numpy(), f(x, y).numpy(), 1e-12)
+
+
+# ---- normalisation ------------------------------------------------------------------------
+
+NORMS = [
+    ("group-norm", lambda lib, x, w, b: _nnf(lib).group_norm(x, 2, w, b), randn(3, 4, 5),
+     randn(4), randn(4)),
+    ("group-norm-4d", lambda lib, x: _nnf(lib).group_norm(x, 4), randn(2, 4, 3, 3)),
+    ("instance-norm", lambda lib, x, w, b: _nnf(lib).instance_norm(x, weight=w, bias=b),
+     randn(2, 3, 5), randn(3), randn(3)),
+    ("rms-norm", lambda lib, x, w: _nnf(lib).rms_norm(x, (3, 4), w), randn(2, 3, 4),
+     randn(3, 4)),
+    ("rms-norm-default-eps", lambda lib, x: _nnf(lib).rms_norm(x, (4,)), randn(2, 4) * 1e-5),
+    ("local-response-norm", lambda lib, x: _nnf(lib).local_response_norm(x, 3, 0.1, 0.5, 2.0),
+     randn(2, 5, 4)),
+    ("local-response-norm-even", lambda lib, x: _nnf(lib).local_response_norm(x, 4),
+     randn(2, 6, 3, 3)),
+]
+
+
+@pytest.mark.parametrize("fn,arrays", [pytest.param(fn, arrays, id=name)
+                                        for name, fn, *arrays in NORMS])
+def test_norm_matches_pytorch(fn, arrays):
+    assert_matches(fn, *arrays)
+
+
+@pytest.mark.parametrize("cls,shape", [("InstanceNorm1d", (2, 3, 5)),
+                                       ("InstanceNorm2d", (2, 3, 4, 4)),
+                                       ("InstanceNorm2d", (3, 4, 4))])
+def test_instance_norm_modules_track_running_statistics_as_pytorch(cls, shape):
+    import torch
+
+    ours = getattr(tj.nn, cls)(3, affine=True, track_running_stats=True)
+    theirs = getattr(torch.nn, cls)(3, affine=True, track_running_stats=True)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    x = randn(*shape, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(ours(tj.tensor(x)).detach().numpy(),
+                                   theirs(torch.tensor(x)).detach().numpy(), 1e-5, 1e-6)
+    for name in ("running_mean", "running_var"):
+        np.testing.assert_allclose(getattr(ours, name).numpy(), getattr(theirs, name).numpy(),
+                                   1e-6)
+    ours.eval(), theirs.eval()
+    np.testing.assert_allclose(ours(tj.tensor(x)).detach().numpy(),
+                               theirs(torch.tensor(x)).detach().numpy(), 1e-5, 1e-6)
+
+
+def test_norm_modules_have_pytorchs_parameters():
+    import torch
+
+    pairs = [(tj.nn.GroupNorm(2, 4), torch.nn.GroupNorm(2, 4)),
+             (tj.nn.RMSNorm([3, 4]), torch.nn.RMSNorm([3, 4])),
+             (tj.nn.InstanceNorm2d(3), torch.nn.InstanceNorm2d(3)),
+             (tj.nn.LocalResponseNorm(3), torch.nn.LocalResponseNorm(3))]
+    for ours, theirs in pairs:
+        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
+            {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+    x = randn(2, 4, 3, 3, dtype=np.float32)
+    np.testing.assert_allclose(tj.nn.GroupNorm(2, 4)(tj.tensor(x)).detach().numpy(),
+                               torch.nn.GroupNorm(2, 4)(torch.tensor(x)).detach().numpy(),
+                               1e-5, 1e-6)
+
+
+def test_group_norm_errors_are_pytorchs():
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        tj.nn.functional.group_norm(tj.randn(2, 3, 4), 2)
+    with pytest.raises(ValueError, match="num_channels must be divisible"):
+        tj.nn.GroupNorm(2, 3)
+
+
+def test_group_norm_of_bfloat16_with_float32_parameters_keeps_bfloat16():
+    pytest.importorskip("ml_dtypes")
+    out = tj.nn.GroupNorm(2, 4)(tj.randn(2, 4, 3).bfloat16())
+    assert out.dtype is tj.bfloat16
+
+
+def test_norms_trace_as_eager():
+    x = tj.tensor(randn(2, 4, 3))
+
+    def f(x):
+        F = tj.nn.functional
+        return F.group_norm(x, 2) + F.instance_norm(x) + F.local_response_norm(x, 3)
+
+    traced = tj.trace(f, (x,), backend="interpret")
+    np.testing.assert_allclose(traced(x).numpy(), f(x).numpy(), 1e-12)

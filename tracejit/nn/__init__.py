@@ -11,6 +11,9 @@ from .losses import (CosineEmbeddingLoss, CosineSimilarity, GaussianNLLLoss,
                      PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
 from .losses import MODULES as _LOSS_MODULES
 from .module import Module
+from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+                            LocalResponseNorm, RMSNorm)
+from .normalization import MODULES as _NORM_MODULES
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
@@ -20,4 +23,4 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
            "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
            "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"] + _LOSS_MODULES
+           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"] + _LOSS_MODULES + _NORM_MODULES

@@ -687,8 +687,11 @@ def _adaptive_bins(x, h, w, oh, ow):
 
 
 
-# the losses and distances of nn/losses.py, re-exported here as PyTorch's namespace has them
+# the losses and distances of nn/losses.py and the norms of nn/normalization.py,
+# re-exported here as PyTorch's namespace has them
 from .losses import *  # noqa: E402, F401, F403
 from .losses import __all__ as _losses  # noqa: E402
+from .normalization import *  # noqa: E402, F401, F403
+from .normalization import __all__ as _norms  # noqa: E402
 
-__all__ += _losses
+__all__ += _losses + _norms
