@@ -354,3 +354,105 @@ def test_norms_trace_as_eager():
 
     traced = tj.trace(f, (x,), backend="interpret")
     np.testing.assert_allclose(traced(x).numpy(), f(x).numpy(), 1e-12)
+
+
+# ---- layers: identity, bilinear, bags of embeddings, channel and alpha dropout --------
+
+def test_bilinear_matches_pytorch():
+    assert_matches(lambda lib, a, b, w, bias: _nnf(lib).bilinear(a, b, w, bias),
+                   randn(2, 3, 4), randn(2, 3, 5), randn(6, 4, 5), randn(6))
+
+
+def test_bilinear_module_has_pytorchs_parameters():
+    import torch
+
+    ours, theirs = tj.nn.Bilinear(3, 4, 5), torch.nn.Bilinear(3, 4, 5)
+    assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == \
+        {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+    assert float(ours.weight.abs().max()) <= 1 / np.sqrt(3)
+
+
+BAGS = [
+    ("sum-offsets", dict(mode="sum"), np.array([1, 2, 4, 5, 4, 3]), np.array([0, 2, 2])),
+    ("mean-offsets", dict(mode="mean"), np.array([1, 2, 4, 5, 4, 3]), np.array([0, 2, 2])),
+    ("max-offsets", dict(mode="max"), np.array([1, 2, 4, 5, 4, 3]), np.array([0, 2, 2])),
+    ("mean-2d", dict(mode="mean"), np.array([[1, 2], [4, 5], [0, 0]]), None),
+    ("last-offset", dict(mode="sum", include_last_offset=True), np.array([1, 2, 4, 5]),
+     np.array([0, 1, 4])),
+    ("padding", dict(mode="mean", padding_idx=2), np.array([1, 2, 2, 5, 2]),
+     np.array([0, 3, 4])),
+]
+
+
+@pytest.mark.parametrize("kwargs,idx,offsets", [pytest.param(*b[1:], id=b[0]) for b in BAGS])
+def test_embedding_bag_matches_pytorch(kwargs, idx, offsets):
+    def bag(lib, w):
+        off = None if offsets is None else lib.tensor(offsets)
+        return _nnf(lib).embedding_bag(lib.tensor(idx), w, off, **kwargs)
+
+    assert_matches(bag, randn(6, 3))
+
+
+def test_embedding_bag_per_sample_weights_match_pytorch():
+    assert_matches(lambda lib, w, s: _nnf(lib).embedding_bag(
+        lib.tensor([0, 3, 3, 1]), w, lib.tensor([0, 1]), mode="sum", per_sample_weights=s),
+        randn(4, 2), randn(4))
+
+
+def test_embedding_bag_module_matches_pytorch():
+    import torch
+
+    ours = tj.nn.EmbeddingBag(5, 3, mode="max", padding_idx=0)
+    theirs = torch.nn.EmbeddingBag(5, 3, mode="max", padding_idx=0)
+    assert float(ours.weight[0].abs().sum()) == 0
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(ours.weight.detach().numpy()))
+    idx, offsets = [1, 0, 2, 4, 3], [0, 2]
+    np.testing.assert_allclose(ours(tj.tensor(idx), tj.tensor(offsets)).detach().numpy(),
+                               theirs(torch.tensor(idx), torch.tensor(offsets)).detach().numpy())
+
+
+def test_identity_unflatten_and_softmax2d_match_pytorch():
+    import torch
+
+    x = randn(2, 3, 4, 5)
+    assert tj.nn.Identity(7, any=1)(tj.tensor(x)).shape == (2, 3, 4, 5)
+    assert tuple(tj.nn.Unflatten(1, (3, 1))(tj.tensor(x)).shape) == \
+        tuple(torch.nn.Unflatten(1, (3, 1))(torch.tensor(x)).shape)
+    np.testing.assert_allclose(tj.nn.Softmax2d()(tj.tensor(x)).numpy(),
+                               torch.nn.Softmax2d()(torch.tensor(x)).numpy(), 1e-12)
+    with pytest.raises(ValueError):
+        tj.nn.Softmax2d()(tj.randn(2, 3))
+
+
+@pytest.mark.parametrize("fn,shape", [("dropout1d", (4, 6, 50)), ("dropout1d", (6, 50)),
+                                      ("dropout3d", (4, 6, 2, 5, 5)),
+                                      ("feature_alpha_dropout", (4, 6, 50))])
+def test_channel_dropouts_drop_whole_channels(fn, shape):
+    tj.manual_seed(0)
+    x = tj.ones(*shape)
+    kwargs = {"training": True} if fn == "feature_alpha_dropout" else {}
+    out = getattr(tj.nn.functional, fn)(x, 0.5, **kwargs).numpy()
+    per_channel = out.reshape(*shape[:-3 if fn == "dropout3d" else -1], -1)
+    assert (per_channel == per_channel[..., :1]).all()  # one value per channel
+    assert len(np.unique(per_channel[..., 0])) == 2
+
+
+def test_alpha_dropout_keeps_mean_and_variance():
+    tj.manual_seed(0)
+    x = tj.randn(200_000)
+    out = tj.nn.functional.alpha_dropout(x, 0.2, training=True)
+    assert abs(float(out.mean())) < 0.02 and abs(float(out.std()) - 1) < 0.02
+    assert tj.nn.AlphaDropout(0.2).eval()(x) is x
+    assert tj.nn.functional.alpha_dropout(x, 0.2) is x  # training defaults to False
+
+
+def test_dropout_modules_follow_train_and_eval():
+    x = tj.ones(2, 3, 4)
+    for module in (tj.nn.Dropout1d(0.5), tj.nn.Dropout3d(0.5), tj.nn.AlphaDropout(0.5),
+                   tj.nn.FeatureAlphaDropout(0.5)):
+        assert module.eval()(x) is x
+    with pytest.raises(RuntimeError, match="dropout1d"):
+        tj.nn.functional.dropout1d(tj.ones(2, 3, 4, 5))
+    with pytest.raises(ValueError):
+        tj.nn.Dropout1d(1.5)

@@ -4,7 +4,11 @@ from .layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCE
                      BCEWithLogitsLoss, Conv1d, Conv2d, CrossEntropyLoss, Dropout, Dropout2d,
                      Embedding, Flatten, GELU, LayerNorm, LeakyReLU, Linear, MaxPool2d,
                      ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle, PixelUnshuffle,
-                     ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
+                     ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softmax2d, Tanh,
+                     Unflatten)
+from .dropout import AlphaDropout, Dropout1d, Dropout3d, FeatureAlphaDropout
+from .dropout import MODULES as _DROPOUT_MODULES
+from .linear import Bilinear, Identity
 from .losses import (CosineEmbeddingLoss, CosineSimilarity, GaussianNLLLoss,
                      HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss,
                      MultiLabelSoftMarginLoss, MultiMarginLoss, PairwiseDistance,
@@ -14,6 +18,7 @@ from .module import Module
 from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
                             LocalResponseNorm, RMSNorm)
 from .normalization import MODULES as _NORM_MODULES
+from .sparse import EmbeddingBag
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
@@ -23,4 +28,5 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "ModuleList", "ModuleDict", "MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
            "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
            "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"] + _LOSS_MODULES + _NORM_MODULES
+           "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "Identity", "Bilinear", "EmbeddingBag",
+           "Unflatten", "Softmax2d"] + _LOSS_MODULES + _NORM_MODULES + _DROPOUT_MODULES

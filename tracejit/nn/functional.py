@@ -687,11 +687,15 @@ def _adaptive_bins(x, h, w, oh, ow):
 
 
 
-# the losses and distances of nn/losses.py and the norms of nn/normalization.py,
+# the functions of nn/losses.py, normalization.py, linear.py, sparse.py and dropout.py,
 # re-exported here as PyTorch's namespace has them
 from .losses import *  # noqa: E402, F401, F403
 from .losses import __all__ as _losses  # noqa: E402
 from .normalization import *  # noqa: E402, F401, F403
 from .normalization import __all__ as _norms  # noqa: E402
+from .linear import bilinear  # noqa: E402, F401
+from .sparse import embedding_bag  # noqa: E402, F401
+from .dropout import *  # noqa: E402, F401, F403
+from .dropout import __all__ as _dropouts  # noqa: E402
 
-__all__ += _losses + _norms
+__all__ += _losses + _norms + ["bilinear", "embedding_bag"] + _dropouts

@@ -26,7 +26,9 @@ FAST_SAMPLES = 2  # samples per dtype in the fast tier
 
 # ops whose outputs are random or uninitialised: only dtypes and shapes are compared
 UNDETERMINED = {"randn", "randn_like", "rand_like", "randint", "empty", "empty_like",
-                "new_empty", "nn.functional.dropout", "nn.functional.dropout2d"}
+                "new_empty", "nn.functional.dropout", "nn.functional.dropout2d",
+                "nn.functional.dropout3d", "nn.functional.alpha_dropout",
+                "nn.functional.feature_alpha_dropout"}
 
 # OpInfo names tracejit uses for something else
 NAME_CLASHES = {"trace": "tj.trace is the tracing JIT, not the matrix trace"}
@@ -36,6 +38,8 @@ ADAPTERS: dict[str, Callable] = {
     "zero_": lambda x: x.clone().zero_(),  # PyTorch's sample clones before the in-place op
     "where": lambda x, condition, other, **kw: tj.where(condition, x, other, **kw),
     "nn.functional.embedding": lambda weight, idx, **kw: tj.nn.functional.embedding(
+        idx, weight, **kw),
+    "nn.functional.embedding_bag": lambda weight, idx, **kw: tj.nn.functional.embedding_bag(
         idx, weight, **kw),
 }
 
