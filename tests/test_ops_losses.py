@@ -456,3 +456,146 @@ def test_dropout_modules_follow_train_and_eval():
         tj.nn.functional.dropout1d(tj.ones(2, 3, 4, 5))
     with pytest.raises(ValueError):
         tj.nn.Dropout1d(1.5)
+
+
+# ---- nn.init ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("nonlinearity,param", [("linear", None), ("conv3d", None),
+                                                ("conv_transpose2d", None), ("sigmoid", None),
+                                                ("tanh", None), ("relu", None),
+                                                ("leaky_relu", None), ("leaky_relu", 0.2),
+                                                ("selu", None)])
+def test_calculate_gain_is_pytorchs(nonlinearity, param):
+    import torch
+
+    assert tj.nn.init.calculate_gain(nonlinearity, param) == \
+        pytest.approx(torch.nn.init.calculate_gain(nonlinearity, param))
+
+
+def test_calculate_gain_rejects_what_pytorch_rejects():
+    with pytest.raises(ValueError, match="Unsupported nonlinearity"):
+        tj.nn.init.calculate_gain("softsign")
+    with pytest.raises(ValueError, match="not a valid number"):
+        tj.nn.init.calculate_gain("leaky_relu", True)
+
+
+@pytest.mark.parametrize("name,kwargs,std", [
+    ("kaiming_normal_", {}, np.sqrt(2 / (32 * 9))),
+    ("kaiming_normal_", {"mode": "fan_out", "nonlinearity": "relu"}, np.sqrt(2 / (64 * 9))),
+    ("kaiming_uniform_", {"nonlinearity": "tanh"}, 5 / 3 / np.sqrt(32 * 9)),
+    ("xavier_normal_", {"gain": 2.0}, 2 * np.sqrt(2 / (96 * 9))),
+    ("xavier_uniform_", {}, np.sqrt(2 / (96 * 9))),
+])
+def test_fan_based_initialisers_have_pytorchs_spread(name, kwargs, std):
+    w = tj.empty(64, 32, 3, 3)
+    getattr(tj.nn.init, name)(w, **kwargs)
+    assert abs(float(w.std()) / std - 1) < 0.03 and abs(float(w.mean())) < 0.05 * std
+
+
+def test_kaiming_rejects_an_unknown_mode():
+    with pytest.raises(ValueError, match="Mode fan_avg not supported"):
+        tj.nn.init.kaiming_normal_(tj.empty(3, 4), mode="fan_avg")
+
+
+def test_trunc_normal_stays_in_its_bounds_with_pytorchs_mean():
+    t = tj.empty(200, 100)
+    tj.nn.init.trunc_normal_(t, 1.0, 2.0, -1.0, 2.0)
+    values = t.numpy()
+    assert values.min() >= -1.0 and values.max() <= 2.0
+    assert abs(values.mean() - 0.5879) < 0.02  # the truncated distribution's mean
+
+
+def test_orthogonal_gives_orthonormal_rows_or_columns_times_gain():
+    wide, tall = tj.empty(3, 5), tj.empty(6, 2, 2)
+    tj.nn.init.orthogonal_(wide)
+    tj.nn.init.orthogonal_(tall, gain=2.0)
+    np.testing.assert_allclose(wide.numpy() @ wide.numpy().T, np.eye(3), atol=1e-6)
+    flat = tall.numpy().reshape(6, 4)
+    np.testing.assert_allclose(flat.T @ flat, 4 * np.eye(4), atol=1e-5)
+
+
+def test_eye_dirac_and_sparse_match_pytorch():
+    import torch
+
+    d, want = tj.empty(4, 2, 3, 3), torch.empty(4, 2, 3, 3)
+    tj.nn.init.dirac_(d, groups=2)
+    torch.nn.init.dirac_(want, groups=2)
+    np.testing.assert_array_equal(d.numpy(), want.numpy())
+    e = tj.nn.init.eye_(tj.empty(3, 5))
+    np.testing.assert_array_equal(e.numpy(), np.eye(3, 5))
+    s = tj.nn.init.sparse_(tj.empty(10, 4), 0.3)
+    assert ((s.numpy() == 0).sum(0) == 3).all()
+    with pytest.raises(ValueError):
+        tj.nn.init.eye_(tj.empty(2, 2, 2))
+    with pytest.raises(ValueError):
+        tj.nn.init.dirac_(tj.empty(3, 2, 3), groups=2)
+
+
+def test_initialisers_record_no_history():
+    w = tj.nn.Parameter(tj.empty(4, 3))
+    for init in (tj.nn.init.kaiming_normal_, tj.nn.init.orthogonal_, tj.nn.init.zeros_):
+        assert init(w) is w and w.grad_fn is None and w.is_leaf
+
+
+# ---- optimisers ---------------------------------------------------------------------------
+
+def _optimise(lib, name, kwargs, steps=5):
+    rng = np.random.default_rng(1)
+    a, b, w0 = rng.standard_normal((6, 4)), rng.standard_normal(6), rng.standard_normal(4)
+    w = lib.tensor(w0, requires_grad=True)
+    a, b = lib.tensor(a), lib.tensor(b)
+    opt = getattr(lib.optim, name)([w], **kwargs)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((a @ w - b) ** 2).sum() + (w ** 4).sum() * 0.1
+        loss.backward()
+        return loss
+
+    for _ in range(steps):
+        if name == "LBFGS":
+            opt.step(closure)
+        else:
+            closure()
+            opt.step()
+    return w.detach().numpy()
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1)),
+    ("RMSprop", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)),
+    ("RMSprop", dict(lr=0.01, maximize=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1)),
+    ("LBFGS", dict(max_iter=5)),
+    ("LBFGS", dict(lr=0.5, history_size=3, line_search_fn="strong_wolfe")),
+])
+def test_optimiser_steps_match_pytorch(name, kwargs):
+    np.testing.assert_allclose(_optimise(tj, name, kwargs), _optimise(__import__("torch"),
+                                                                       name, kwargs),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_lbfgs_needs_a_closure_and_a_known_line_search():
+    w = tj.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="closure"):
+        tj.optim.LBFGS([w]).step(None)
+    with pytest.raises(RuntimeError, match="strong_wolfe"):
+        tj.optim.LBFGS([w], line_search_fn="backtracking").step(lambda: (w * w).sum())
+
+
+def test_lbfgs_returns_the_first_loss_and_counts_evaluations():
+    w = tj.tensor([3.0, -2.0], requires_grad=True)
+    opt = tj.optim.LBFGS([w], line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = ((w - 1.0) ** 2).sum()
+        loss.backward()
+        return loss
+
+    assert float(opt.step(closure)) == pytest.approx(13.0)
+    np.testing.assert_allclose(w.detach().numpy(), [1.0, 1.0], atol=1e-6)
+    assert opt.state[w]["func_evals"] >= 2
