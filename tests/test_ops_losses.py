@@ -599,3 +599,102 @@ def test_lbfgs_returns_the_first_loss_and_counts_evaluations():
     assert float(opt.step(closure)) == pytest.approx(13.0)
     np.testing.assert_allclose(w.detach().numpy(), [1.0, 1.0], atol=1e-6)
     assert opt.state[w]["func_evals"] >= 2
+
+
+# ---- data utilities -----------------------------------------------------------------------
+
+def test_random_sampler_without_replacement_repeats_whole_permutations():
+    tj.manual_seed(0)
+    drawn = list(tj.utils.data.RandomSampler(range(5), num_samples=12))
+    assert len(drawn) == 12 and sorted(drawn[:5]) == sorted(drawn[5:10]) == list(range(5))
+    assert len(set(drawn[10:])) == 2
+    assert sorted(tj.utils.data.RandomSampler(range(7))) == list(range(7))
+
+
+def test_random_sampler_with_replacement_draws_num_samples():
+    sampler = tj.utils.data.RandomSampler(range(3), replacement=True, num_samples=50,
+                                          generator=tj.Generator().manual_seed(1))
+    drawn = list(sampler)
+    assert len(sampler) == 50 and len(drawn) == 50 and set(drawn) <= {0, 1, 2}
+    assert len(set(drawn)) == 3
+
+
+def test_random_sampler_checks_its_arguments_as_pytorch():
+    with pytest.raises(TypeError, match="replacement should be a boolean"):
+        tj.utils.data.RandomSampler(range(3), replacement=1)
+    with pytest.raises(ValueError, match="num_samples should be a positive integer"):
+        tj.utils.data.RandomSampler(range(3), num_samples=0)
+
+
+def test_subset_and_random_split_partition_a_dataset():
+    data = tj.utils.data.TensorDataset(tj.arange(10))
+    sub = tj.utils.data.Subset(data, [4, 1, 7])
+    assert len(sub) == 3 and int(sub[1][0]) == 1
+    parts = tj.utils.data.random_split(data, [0.33, 0.33, 0.34],
+                                       generator=tj.Generator().manual_seed(0))
+    assert [len(p) for p in parts] == [4, 3, 3]  # the remainder goes to the first
+    values = sorted(int(p[i][0]) for p in parts for i in range(len(p)))
+    assert values == list(range(10))
+    assert [len(p) for p in tj.utils.data.random_split(data, [6, 4])] == [6, 4]
+    with pytest.raises(ValueError, match="Sum of input lengths"):
+        tj.utils.data.random_split(data, [6, 5])
+    loader = tj.utils.data.DataLoader(parts[0], batch_size=2, shuffle=True)
+    assert sum(len(b[0]) for b in loader) == 4
+
+
+# ---- constructors, device queries, DataParallel -------------------------------------------
+
+def test_typed_tensor_constructors_match_pytorch():
+    import torch
+
+    for name in ("FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"):
+        ours, theirs = getattr(tj, name), getattr(torch, name)
+        assert ours([1.7, 0.0, -2.5]).tolist() == theirs([1.7, 0.0, -2.5]).tolist()
+        assert str(ours([1, 0]).dtype).split(".")[-1] == str(theirs([1, 0]).dtype).split(".")[-1]
+        assert tuple(ours(2, 3).shape) == (2, 3) and tuple(ours().shape) == (0,)
+    assert isinstance(tj.zeros(2), tj.FloatTensor)
+    assert not isinstance(tj.zeros(2), tj.LongTensor)
+    assert isinstance(tj.tensor([1, 2]), tj.LongTensor)
+
+
+def test_tensors_answer_pytorchs_device_queries():
+    x = tj.zeros(2)
+    assert x.is_cpu and not x.is_cuda
+    assert not any(getattr(x, q) for q in ("is_xpu", "is_mps", "is_meta", "is_sparse",
+                                           "is_quantized", "is_mkldnn", "is_nested"))
+
+
+def test_accelerator_is_cuda_when_there_is_one():
+    acc = tj.accelerator
+    assert acc.is_available() == tj.cuda.is_available()
+    if acc.is_available():
+        assert acc.current_accelerator() == tj.device("cuda") and acc.device_count() >= 1
+    else:
+        assert acc.current_accelerator() is None and acc.device_count() == 0
+        assert acc.current_device_index() == -1
+        acc.synchronize()  # nothing to wait for
+    assert acc.memory_allocated() >= 0 and tj.cuda.memory_reserved() >= 0
+
+
+def test_cuda_streams_need_cuda():
+    if tj.cuda.is_available():
+        pytest.skip("CUDA (or its simulator) is here: tests/cuda_backend covers streams")
+    with pytest.raises(RuntimeError, match="need CUDA"):
+        tj.cuda.Stream()
+    with pytest.raises(RuntimeError, match="need CUDA"):
+        tj.cuda.Event(enable_timing=True)
+    assert tj.cuda.memory_reserved() == 0 and tj.cuda.max_memory_reserved() >= 0
+
+
+def test_data_parallel_wraps_its_module_as_pytorch():
+    import torch
+
+    ours = tj.nn.DataParallel(tj.nn.Linear(3, 2))
+    theirs = torch.nn.DataParallel(torch.nn.Linear(3, 2))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert isinstance(ours.module, tj.nn.Linear)
+    x = tj.randn(4, 3)
+    np.testing.assert_allclose(ours(x).detach().numpy(), ours.module(x).detach().numpy())
+    ours(x).sum().backward()
+    assert ours.module.weight.grad is not None
+    assert tj.nn.parallel.DataParallel is tj.nn.DataParallel

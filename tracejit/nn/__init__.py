@@ -18,6 +18,7 @@ from .module import Module
 from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
                             LocalResponseNorm, RMSNorm)
 from .normalization import MODULES as _NORM_MODULES
+from .parallel import DataParallel
 from .sparse import EmbeddingBag
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
@@ -29,4 +30,5 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "BCEWithLogitsLoss", "SmoothL1Loss", "PixelShuffle", "PixelUnshuffle", "RNN",
            "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "Conv1d", "Conv2d", "MaxPool2d",
            "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "Identity", "Bilinear", "EmbeddingBag",
-           "Unflatten", "Softmax2d"] + _LOSS_MODULES + _NORM_MODULES + _DROPOUT_MODULES
+           "Unflatten", "Softmax2d", "DataParallel"] + _LOSS_MODULES + _NORM_MODULES + \
+    _DROPOUT_MODULES
