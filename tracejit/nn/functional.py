@@ -87,12 +87,15 @@ def _reduce(loss, reduction: str):
 
 
 @composite("MseLossBackward0", "input", "target", autocast="fp32")
-def mse_loss(input, target, reduction: str = "mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None):
+    """(input - target)², reduced; `weight` scales each element's term."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {list(input.shape)} and target shape "
                          f"{list(target.shape)} differ; they must match")
     d = input - target
-    return _reduce(d * d, reduction)
+    return _reduce(d * d if weight is None else d * d * weight, reduction)
 
 
 @composite("NllLossBackward0", "input", autocast="fp32")

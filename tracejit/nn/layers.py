@@ -131,7 +131,7 @@ class MSELoss(Module):
         self.reduction = reduction
 
     def forward(self, input, target):
-        return F.mse_loss(input, target, self.reduction)
+        return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class CrossEntropyLoss(Module):
