@@ -702,3 +702,11 @@ def test_data_parallel_wraps_its_module_as_pytorch():
     ours(x).sum().backward()
     assert ours.module.weight.grad is not None
     assert tj.nn.parallel.DataParallel is tj.nn.DataParallel
+
+
+def test_linspace_from_a_float32_tensor_computes_in_double():
+    import torch
+
+    got = tj.linspace(tj.tensor(4.3), -3, 50, dtype=tj.float64).numpy()
+    want = torch.linspace(torch.tensor(4.3), -3, 50, dtype=torch.float64).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -78,8 +78,8 @@ register("eye", CREATION, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),
 def _linspace(start, end, steps, dtype):
     """numpy's linspace; for an integer dtype PyTorch's: start and end truncated to
     integers, each value start + k step (from the end in the second half) truncated."""
-    if dtype.category != 1:
-        return np.linspace(start, end, steps, dtype=dtype.np)
+    if dtype.category != 1:  # (in double: a float32 0-d start would make numpy work in it)
+        return np.linspace(float(start), float(end), steps, dtype=dtype.np)
     start, end = int(start), int(end)
     if steps == 1:
         return np.array([start], dtype.np)
