@@ -83,6 +83,22 @@ def _erf_ref(x):
     return np.vectorize(math.erf)(x)
 
 
+def _scatter_into(x, idx, src, dim, combine, include_self=True):
+    """x with each src element combined into the position idx names along dim, by loops."""
+    out, seen = x.copy(), set()
+    for pos in np.ndindex(idx.shape):
+        target = list(pos)
+        target[dim] = int(idx[pos])
+        target = tuple(target)
+        value = src if np.ndim(src) == 0 else src[pos]
+        if not include_self and target not in seen:
+            out[target] = value
+        else:
+            out[target] = combine(out[target], value)
+        seen.add(target)
+    return out
+
+
 def _scatter_ref(g, idx, dim, shape):
     out = np.zeros(shape)
     it = np.nditer(idx, flags=["multi_index"])
@@ -238,6 +254,50 @@ SAMPLES = {
         [[x[i, idx[i, j]] for j in range(2)] for i in range(3)]), [0]),
     "scatter_add": ([S(f(3, 2), ints(3, 2), dim=1, shape=(3, 4))],
                     lambda g, idx, dim, shape: _scatter_ref(g, idx, dim, shape), [0]),
+    "argsort": ([S(f(3, 4), dim=1), S(f(3, 4), dim=0, descending=True)],
+                lambda x, dim, descending=False: np.argsort(-x if descending else x, axis=dim,
+                                                            kind="stable"), []),
+    "topk": ([S(f(3, 6), k=2, dim=1), S(f(5, 2), k=3, dim=0, largest=False)],
+             lambda x, k, dim, largest=True: np.take(np.argsort(-x if largest else x, axis=dim,
+                                                                kind="stable"), range(k),
+                                                     axis=dim), []),
+    "cumsum": ([S(f(3, 4), dim=1), S(f(4, 2), dim=0)],
+               lambda x, dim: np.array([[x[:i + 1, j].sum() if dim == 0 else x[j, :i + 1].sum()
+                                         for i in range(x.shape[dim])]
+                                        for j in range(x.shape[1 - dim])]).T
+               if dim == 0 else np.array([[x[j, :i + 1].sum() for i in range(x.shape[1])]
+                                          for j in range(x.shape[0])]), [0]),
+    "cumprod": ([S(f(3, 4), dim=1), S(np.array([[2.0, 0.0, 3.0, 0.5], [0.0, 1.5, 0.0, 2.0]]),
+                                       dim=1)],
+                lambda x, dim: np.array([[np.prod(x[j, :i + 1]) for i in range(x.shape[1])]
+                                         for j in range(x.shape[0])]), [0]),
+    "argcummax": ([S(np.array([[1.0, 3.0, 2.0, 3.0, 0.0]]), dim=1)],
+                  lambda x, dim: np.array([[0, 1, 1, 3, 3]]), []),
+    "argcummin": ([S(np.array([[1.0, 3.0, 1.0, -1.0, 0.0]]), dim=1)],
+                  lambda x, dim: np.array([[0, 0, 2, 3, 3]]), []),
+    "searchsorted": ([S(np.array([1.0, 3.0, 5.0]), np.array([0.0, 3.0, 6.0])),
+                      S(np.array([1.0, 3.0, 5.0]), np.array([0.0, 3.0, 6.0]), right=True)],
+                     lambda s, v, right=False: np.array([sum(b < x or (right and b == x)
+                                                             for b in s) for x in v]), []),
+    "unique_values": ([S(np.array([3.0, 1.0, 3.0, -2.0]))],
+                      lambda x: np.array(sorted(set(x.tolist()))), []),
+    "bincount": ([S(np.array([1, 1, 3])), S(np.array([0, 2]), np.array([0.5, 1.5]),
+                                             minlength=4)],
+                 lambda x, *w, minlength=0: np.array(
+                     [sum(w[0][k] if w else 1 for k, v in enumerate(x) if v == b)
+                      for b in range(max(minlength, x.max() + 1))]), []),
+    "repeat_index": ([S(np.array([2, 0, 1]))], lambda r: np.array([0, 0, 2]), []),
+    "scatter": ([S(f(3, 4), np.array([[0, 2], [1, 3], [3, 0]]), f(3, 2), dim=1),
+                 S(f(2, 3), np.array([[1, 0, 1]]), 2.5, dim=0)],
+                lambda x, i, s, dim: _scatter_into(x, i, s, dim, lambda old, new: new),
+                [0, 2]),
+    "scatter_reduce": ([S(f(3, 4), np.array([[0, 2], [1, 3], [3, 0]]), f(3, 2), dim=1,
+                          reduce="amax"),
+                        S(f(3, 4), np.array([[0, 0], [1, 1], [3, 0]]), f(3, 2), dim=1,
+                          reduce="prod", include_self=False)],
+                       lambda x, i, s, dim, reduce, include_self=True: _scatter_into(
+                           x, i, s, dim, max if reduce == "amax" else lambda a, b: a * b,
+                           include_self), [0, 2]),
     "matmul": ([S(f(3, 4), f(4, 2)), S(f(4), f(4, 2)), S(f(3, 4), f(4)), S(f(4), f(4)),
                 S(f(2, 3, 4), f(4, 5)), S(f(2, 1, 3, 4), f(5, 4, 2))],
                lambda a, b: np.einsum("...ij,...jk->...ik", a.reshape((1,) * (a.ndim == 1) +

@@ -63,6 +63,25 @@ def test_non_contiguous_inputs():
     np.testing.assert_allclose(f(x, b).numpy(), chain(x, b).numpy(), rtol=2e-6, atol=1e-6)
 
 
+def test_strided_views_of_the_loop_shape_run_the_flat_kernel_on_copies(monkeypatch):
+    def gates(x, w):  # an LSTM cell's gates: four column chunks of one product
+        i, f, g, o = (x @ w).chunk(4, 1)
+        return i.sigmoid() * g.tanh() + f.sigmoid() * o
+
+    x, w = tj.randn(6, 5), tj.randn(5, 16)
+    f = traced(gates, x, w)
+    called = []
+    original = numba_cpu.launch
+    monkeypatch.setattr(numba_cpu, "launch", lambda owner, name, args: (
+        called.append(name), original(owner, name, args))[1])
+    for rows in (6, 3):  # below and above the copy limit
+        monkeypatch.setattr(numba_cpu, "COPY_STRIDED_BELOW", 1 << 16 if rows == 6 else 0)
+        x = tj.randn(rows, 5)
+        np.testing.assert_allclose(f(x, w).numpy(), gates(x, w).numpy(), rtol=2e-6,
+                                   atol=1e-6)
+    assert called[0].startswith("flat") and called[-1].startswith("nd"), called
+
+
 @pytest.mark.parametrize("dtype", [tj.float64, tj.int64])
 def test_other_dtypes(dtype):
     def f(x, y):

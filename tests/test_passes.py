@@ -146,6 +146,66 @@ def test_simplify_keeps_a_transposed_product_that_is_used_twice():
     assert ops(out).count("matmul") == 1
 
 
+def test_simplify_makes_a_weight_multiplied_by_at_every_step_row_major_once():
+    def f(xs, w):
+        wt = w.t()
+        return [x @ wt for x in xs]  # a recurrent layer's W.t(), once per step
+
+    xs = [tj.randn(2, 3) for _ in range(3)]
+    g = recorded(f, xs, tj.randn(4, 3))
+    out = dce(simplify(g))
+    verify(out)
+    assert ops(out).count("clone") == 1 and ops(out).count("transpose") == 1
+    clone = next(n for n in out.nodes if n.op == "clone")
+    assert clone.attrs == {"contiguous": True}
+    assert all(n.inputs[1] is clone.outputs[0] for n in out.nodes if n.op == "matmul")
+    args = [tj.randn(2, 3) for _ in range(3)] + [tj.randn(4, 3)]
+    same_numbers(g, out, *args)
+
+    one = dce(simplify(recorded(lambda x, w: x @ w.t(), tj.randn(2, 3), tj.randn(4, 3))))
+    assert "clone" not in ops(one)  # one product: read the transposed view as it is
+
+
+def test_simplify_sums_products_over_steps_as_one_product_of_stacked_rows():
+    def f(hs, gs):  # a weight's gradient summed over time steps: sum_t h_t^T @ g_t
+        total = hs[0].t() @ gs[0]
+        for h, g in zip(hs[1:], gs[1:]):
+            total = total + h.t() @ g
+        return total * 2
+
+    hs = [tj.randn(2, 3) for _ in range(4)]
+    gs = [tj.randn(2, 5) for _ in range(4)]
+    g = recorded(f, hs, gs)
+    out = dce(simplify(g))
+    verify(out)
+    assert ops(out).count("matmul") == 1 and ops(out).count("add") == 0
+    assert ops(out).count("cat") == 2 and ops(out).count("transpose") == 1
+    args = [tj.randn(2, 3) for _ in range(4)] + [tj.randn(2, 5) for _ in range(4)]
+    for a, b in zip(run(g, *args), run(out, *args)):  # the same sums in another order
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    def used_twice(hs, gs):  # a partial sum read elsewhere: the chain stays
+        a = hs[0].t() @ gs[0]
+        total = a + hs[1].t() @ gs[1] + hs[2].t() @ gs[2]
+        return total * 2, a
+
+    kept = dce(simplify(recorded(used_twice, hs[:3], gs[:3])))
+    assert ops(kept).count("matmul") == 3
+
+
+def test_simplify_sees_through_a_row_major_copy_of_a_transpose():
+    def f(xs, w):
+        wt = w.t()
+        outs = [x @ wt for x in xs]
+        return outs, wt.t() * 2  # transpose(clone(transpose(w))) is w
+
+    xs = [tj.randn(2, 3) for _ in range(2)]
+    out = dce(simplify(simplify(recorded(f, xs, tj.randn(4, 3)))))
+    verify(out)
+    mul = next(n for n in out.nodes if n.op == "mul")
+    assert mul.inputs[0] is out.inputs[-1]
+
+
 def test_fuse_groups_elementwise_chains_with_broadcasting():
     def f(x, b):
         return ((x + b).tanh() * 0.5 + 1).sigmoid()

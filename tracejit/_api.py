@@ -30,6 +30,10 @@ try:
                                     unsqueeze, var, where)
     from .tensor import functional as _functional
     globals().update({_n: getattr(_functional, _n) for _n in _functional.TABLE_FUNCTIONS})
+    from .tensor import contraction as _contraction, ordering as _ordering
+    globals().update({_n: getattr(_m, _n) for _m in (_contraction, _ordering)
+                      for _n in _m.__all__})
+    from . import linalg  # noqa: F401
     from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
     from . import autograd, nn, optim  # noqa: E402

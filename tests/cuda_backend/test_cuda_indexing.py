@@ -56,12 +56,12 @@ def test_scatter_add_sums_repeated_indices():
     src = tj.randn(3, 4)
     index = tj.tensor([[0, 1, 0, 2], [2, 2, 2, 0], [1, 0, 1, 1]])
     before = trips()
-    got = F.scatter_add(src.cuda(), index.cuda(), 1, (3, 3))
-    np.testing.assert_allclose(got.cpu().numpy(), F.scatter_add(src, index, 1, (3, 3)).numpy(),
+    got = F.scatter_add_raw(src.cuda(), index.cuda(), 1, (3, 3))
+    np.testing.assert_allclose(got.cpu().numpy(), F.scatter_add_raw(src, index, 1, (3, 3)).numpy(),
                                rtol=1e-6, atol=1e-6)
     assert trips() == before
     with pytest.raises(IndexError):
-        F.scatter_add(src.cuda(), (index * 3).cuda(), 1, (3, 3))
+        F.scatter_add_raw(src.cuda(), (index * 3).cuda(), 1, (3, 3))
 
 
 @pytest.mark.parametrize("shape,to", [((4, 3), (3,)), ((2, 1, 5), (1, 5)), ((4, 3), (4, 1)),

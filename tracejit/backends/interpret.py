@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.grad_mode import STATE
+from . import registry
 from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
                         LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
 from ..ir.symbolic import SymInt, has_sym, map_leaves
@@ -66,24 +67,20 @@ class _Region:
         self.node = node
         self.interpreter = Interpreter(node.regions[0])
         self.backend = backend
-        self.kernel = self._UNSET if backend in ("numba", "cuda") else None
+        self.kernel = self._UNSET if registry.get(backend).kernels else None
 
     def run(self, inputs: list, env: dict, record: bool = True) -> list:
         if self.kernel is not None and not (record and STATE.grad_enabled and any(
                 getattr(t, "_rg", False) for t in inputs)):
             if self.kernel is self._UNSET:
-                if self.backend == "cuda":
-                    from .numba_cuda import compile_region
-                else:
-                    from .numba_cpu import compile_region
-
+                compile_region = registry.get(self.backend).compile_region()
                 self.kernel = compile_region(self.node.regions[0], self.node.source,
                                              self.node.attrs["kind"])
             if self.kernel is not None:
                 from ..tensor.tensor import Tensor
 
                 arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
-                if self.backend == "cuda":
+                if registry.get(self.backend).device == "cuda":
                     from ..cuda.eager import STATS
 
                     STATS["kernels"][f"fused[{self.node.attrs['kind']}]"] += 1
@@ -107,7 +104,8 @@ class Interpreter:
         slot = {v: i for i, v in enumerate(graph.inputs)}
         self.steps = []
         segments = {}
-        if backend == "numba" and owner is not None and getattr(owner, "control_flow", False):
+        if registry.get(backend).host_programs and owner is not None and \
+                getattr(owner, "control_flow", False):
             segments = _segments(graph, owner, carriers)
         skip = set()
         for node in graph.nodes:

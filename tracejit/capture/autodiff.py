@@ -17,6 +17,7 @@ import os
 
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
+from ..backends import registry as backends
 from ..backends.interpret import Interpreter
 from ..ir.graph import GUARD, Graph, Value
 from ..ir.symbolic import SymInt, symbols_in
@@ -265,7 +266,7 @@ class rng_kept:
 def _runner(graph: Graph, backend: str, bindings: list):
     """A function running `graph` on a list of tensors without recording autograd: its
     host program on the numba backend, else the interpreter."""
-    if backend == "numba":
+    if backends.get(backend).host_programs:
         from ..backends.host import host_program
 
         program = host_program(graph, bindings)
@@ -524,10 +525,20 @@ class TracedCallBackward(Node):
 _UNREAD = ([0], 0)  # a version entry that never changes: an input backward does not read
 
 
-def _shares_memory(t: Tensor, saved: list) -> bool:
-    root = t._data if t._data.base is None else t._data.base
-    return any(isinstance(s, Tensor) and (s is t or s._data is root or s._data.base is root)
-               for s in saved)
+def _memory_roots(saved: list) -> set:
+    """The ids of the arrays the saved tensors' memory belongs to (their own and their
+    bases): an input whose array or base is among them shares memory with one."""
+    roots = set()
+    for s in saved:
+        if isinstance(s, Tensor):
+            roots.add(id(s._data))
+            if s._data.base is not None:
+                roots.add(id(s._data.base))
+    return roots
+
+
+def _shares_memory(t: Tensor, roots: set) -> bool:
+    return id(t._data if t._data.base is None else t._data.base) in roots
 
 
 def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
@@ -540,7 +551,8 @@ def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:
     # updated in place meanwhile (a script graph commits a module's running statistics
     # after the segments that read them have run)
     reads = bt.read_inputs
-    versions = [(counter(t), t._vc[0]) if k in reads or _shares_memory(t, saved)
+    roots = _memory_roots(saved) if len(reads) < len(inputs) else ()
+    versions = [(counter(t), t._vc[0]) if k in reads or _shares_memory(t, roots)
                 else _UNREAD for k, t in enumerate(inputs)]
     for k, t in enumerate(saved):
         if any(t is o for o in outs):  # an output the backward reads: a separate handle

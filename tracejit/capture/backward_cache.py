@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.log import enabled
+from ..backends import registry as backends
 
 FORMAT = "tracejit.backward"
 VERSION = 1
@@ -65,7 +66,7 @@ def key(forward, inputs: list, backend: str, known) -> str | None:
     from ..runtime.kernel_cache import cache_dir
     from .saving import SaveError, _Writer
 
-    if backend != "numba" or enabled("passes"):
+    if not backends.get(backend).backward_cache or enabled("passes"):
         return None
     if cache_dir() is None:
         return None

@@ -9,6 +9,7 @@ import dataclasses
 import threading
 
 from ..autograd.grad_mode import STATE
+from ..backends import registry as backends
 from ..backends.interpret import Interpreter
 from ..core.log import log  # noqa: F401 (the capture modules log through here)
 
@@ -18,7 +19,7 @@ BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only the
 def program_for(graph, backend: str, bindings: list, donate: dict | None = None):
     from ..backends.host import host_program, returns_views
 
-    if backend != "numba" or returns_views(graph) or graph.is_script():
+    if not backends.get(backend).host_programs or returns_views(graph) or graph.is_script():
         return None
     return host_program(graph, bindings, donate)
 
@@ -51,12 +52,12 @@ class CompiledGraph:
         backward is compiled."""
         from .autodiff import traced_call
 
-        if self.graph.mutations and self.backend in ("numba", "cuda") and \
-                not self.control_flow:
+        compiled_backward = backends.get(self.backend).compiled_backward
+        if self.graph.mutations and compiled_backward and not self.control_flow:
             outs = self._call_functional(tensors)
             if outs is not None:
                 return outs
-        if self.backend in ("numba", "cuda") and STATE.grad_enabled and \
+        if compiled_backward and STATE.grad_enabled and \
                 not self.graph.mutations and \
                 not self.control_flow and any(t._rg for t in tensors):
             bt = self.backward_trace(tensors)

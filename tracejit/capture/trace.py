@@ -8,7 +8,6 @@ warning names the guard that kept failing.
 """
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections import Counter
@@ -16,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ..autograd.grad_mode import STATE
+from ..backends import registry as backends
 from ..backends.interpret import GuardMiss, _precompile, _resolve
 from ..ir.symbolic import has_sym, hint_of
 from ..runtime import events
@@ -185,9 +185,8 @@ class TracedFunction:
 
     def __init__(self, fn, example_inputs, *, backend: str = "auto",
                  budget: int = DEFAULT_BUDGET, name: str | None = None):
-        if backend not in ("auto", "interpret", "numba", "cuda"):
-            raise ValueError(f"unknown backend {backend!r}; expected 'auto', 'numba', 'cuda' "
-                             "or 'interpret'")
+        if backend != backends.AUTO:
+            backends.get(backend)  # an unknown name raises, listing the known ones
         self.fn = fn
         self.backend = backend
         self.budget = budget
@@ -228,9 +227,7 @@ class TracedFunction:
     def _backend_name(self) -> str:
         """'numba' for compiled kernels, 'interpret' for the reference interpreter.
         `auto` picks numba unless TRACEJIT_BACKEND says otherwise."""
-        if self.backend == "auto":
-            return os.environ.get("TRACEJIT_BACKEND", "numba")
-        return self.backend
+        return backends.resolve(self.backend)
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -417,7 +414,7 @@ class TracedFunction:
             if seg._program is not None:
                 parts.append(f"# host program of segment {seg.graph.name}\n"
                              f"{seg._program.source}")
-        if tr.backend == "cuda":  # the kernels' CUDA source
+        if backends.get(tr.backend).device == "cuda":  # the kernels' CUDA source
             from ..backends import numba_cuda
             from ..codegen.plan import plan_elementwise, plan_row
 
@@ -455,10 +452,17 @@ class TracedFunction:
     @property
     def backward_graph(self):
         """The optimised backward graph of the first trace (built by its first call that
-        records gradients on the numba backend), or None before that. For a script
-        graph: the first compiled backward of its segments (see `backward_graphs`)."""
-        graphs = self.backward_graphs
-        return graphs[0] if graphs else None
+        records gradients on the numba backend), or None before that. A script graph with
+        control flow has no single backward: each straight-line part has its own, and
+        this is a `SegmentBackwards` that prints them all, each under a header saying
+        which part of the function it differentiates."""
+        if not self.traces:
+            return None
+        tr = self.traces[0]
+        if tr.runner is not None and getattr(tr, "control_flow", False):
+            parts = [(c, bt) for c in [tr] + tr.runner.segments() for bt in c.backwards]
+            return SegmentBackwards(parts) if parts else None
+        return tr.backwards[0].graph if tr.backwards else None
 
     @property
     def backward_graphs(self) -> list:
@@ -599,3 +603,42 @@ def trace(fn_or_module, example_inputs, *, backend: str = "auto",
         raise TypeError(f"tj.trace expects a function or nn.Module, got "
                         f"{type(fn_or_module).__name__}")
     return TracedFunction(fn_or_module, example_inputs, backend=backend, budget=budget)
+
+
+class SegmentBackwards:
+    """The backward graphs of a script graph's straight-line parts (`Segment`s), as
+    `.backward_graph` shows them: printed one after another, each under a header naming
+    the part, the lines of the function it covers and the inputs it differentiates."""
+
+    def __init__(self, parts: list):
+        self.parts = parts  # [(the compiled part, its BackwardTrace)]
+
+    @property
+    def graphs(self) -> list:
+        return [bt.graph for _, bt in self.parts]
+
+    def __iter__(self):
+        return iter(self.graphs)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, k):
+        return self.graphs[k]
+
+    @staticmethod
+    def header(part, bt) -> str:
+        graph = part.graph
+        lines = sorted({n.source for n in graph.nodes if n.source})
+        where = (f"line {lines[0]}" if len(lines) == 1 else
+                 f"lines {lines[0]} .. {lines[-1]}") if lines else "no source lines"
+        wrt = [v.name for v, need in zip(graph.inputs, bt.needs or ()) if need]
+        return (f"# backward of {graph.name} ({where}); gradients for: "
+                f"{', '.join(wrt) or 'none'}")
+
+    def __str__(self) -> str:
+        return "\n\n".join(f"{self.header(part, bt)}\n{bt.graph}"
+                            for part, bt in self.parts)
+
+    __repr__ = __str__
+

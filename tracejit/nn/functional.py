@@ -15,7 +15,8 @@ __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_r
            "smooth_l1_loss", "dropout", "dropout2d", "layer_norm", "embedding", "one_hot",
            "normalize", "binary_cross_entropy_with_logits", "pad", "pixel_shuffle",
            "pixel_unshuffle", "batch_norm", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
-           "adaptive_avg_pool2d"]
+           "adaptive_avg_pool2d", "scaled_dot_product_attention",
+           "multi_head_attention_forward"]
 
 
 def relu(input, inplace: bool = False):
@@ -688,6 +689,286 @@ def _adaptive_bins(x, h, w, oh, ow):
         rows.append(F.cat(cols, 3))
     return F.cat(rows, 2)
 
+
+# ---- attention -----------------------------------------------------------------------------
+def _attention_checks(query, key, value, attn_mask, dropout_p: float) -> None:
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be at least 2 dimensional, "
+                           f"but got query.dim: {query.ndim} key.dim: {key.ndim} and "
+                           f"value.dim: {value.ndim} instead.")
+    if not query.dtype is key.dtype is value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {query.dtype.name} key.dtype: {key.dtype.name} and "
+                           f"value.dtype: {value.dtype.name} instead.")
+    if not query.is_floating_point():
+        raise RuntimeError(f"scaled_dot_product_attention: expected floating-point query, "
+                           f"key and value, got {query.dtype.name}")
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(f"scaled_dot_product_attention: query and key must have the same "
+                           f"embedding size, got {query.shape[-1]} and {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: key and value must have the same "
+                           f"sequence length, got {key.shape[-2]} and {value.shape[-2]}")
+    if attn_mask is not None and attn_mask.dtype is not dt.bool_ and \
+            attn_mask.dtype is not query.dtype:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {attn_mask.dtype.name} and "
+                           f"query.dtype: {query.dtype.name} instead.")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got "
+                           f"{dropout_p}")
+
+
+def _repeat_heads(x, groups: int):
+    """Each head of [..., H, S, E] repeated `groups` times in place: [..., H * groups, S, E]
+    (PyTorch's repeat_interleave along dim -3, for grouped-query attention)."""
+    if groups == 1:
+        return x
+    *batch, h, s, e = x.shape
+    x = F.expand(F.unsqueeze(x, -3), (*batch, h, groups, s, e))
+    return F.reshape(x, (*batch, h * groups, s, e))
+
+
+def _safe_softmax(scores):
+    """softmax over the last dim, a row masked everywhere (all -inf) giving zeros, as
+    PyTorch's attention does. The row's maximum is shifted to 0 when it is -inf and the
+    sum replaced by 1 when it is 0, so no NaN is made, in the values or the gradient;
+    the same two reductions and elementwise steps as softmax, fused alike."""
+    m = F.amax(scores, -1, keepdim=True).detach()
+    e = F.exp(scores - F.where(m == -math.inf, 0.0, m))
+    s = F.sum(e, -1, keepdim=True)
+    return e / F.where(s == 0.0, 1.0, s)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False):
+    """softmax(query @ key^T * scale + mask) @ value over the last two dims, the leading
+    dims broadcast (PyTorch's math). query [..., L, E], key [..., S, E], value [..., S, Ev];
+    scale defaults to 1/sqrt(E). `attn_mask` broadcasts to [..., L, S]: a bool mask keeps
+    the positions that are True, a float mask is added to the scores. `is_causal` keeps
+    key j <= query i (the lower triangle from the top left). A query whose every key is
+    masked gives zeros. Dropout (`dropout_p`) applies to the attention weights whenever
+    it is > 0. `enable_gqa` repeats each key and value head for the query heads it serves
+    (dim -3 of query a multiple of theirs).
+
+    >>> q = k = v = tj.randn(2, 4, 5, 8)              # batch, heads, seq, head_dim
+    >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+    tracejit.Size([2, 4, 5, 8])
+    """
+    _attention_checks(query, key, value, attn_mask, dropout_p)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
+    if enable_gqa and query.ndim >= 3:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise RuntimeError(f"Number of heads in key and value must divide the number of "
+                               f"heads in query, got query heads {hq}, key heads {hk} and "
+                               f"value heads {hv}")
+        key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = F.matmul(query * scale, F.transpose(key, -2, -1))
+    if is_causal:
+        from ..tensor.creation import ones
+
+        attn_mask = F.tril(ones(query.shape[-2], key.shape[-2], dtype=dt.bool_,
+                                device=query.device))
+    if attn_mask is not None:
+        scores = F.where(attn_mask, scores, -math.inf) if attn_mask.dtype is dt.bool_ \
+            else scores + attn_mask
+    weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return F.matmul(weights, value)
+
+
+def _canonical_mask(mask, mask_name: str, other_type, other_name: str, target_type,
+                    check_other: bool = True):
+    """A bool mask (True: masked out) as an additive float mask of `target_type` (-inf
+    where masked); a float mask as it is; any other dtype refused (PyTorch's rule for the
+    masks of MultiheadAttention and the Transformer layers)."""
+    if mask is None:
+        return None
+    if mask.dtype is not dt.bool_ and not mask.is_floating_point():
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported, "
+                             f"got {mask.dtype.name}")
+    if check_other and other_type is not None and mask.dtype is not other_type:
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
+                      "Use same type for both instead.", UserWarning, stacklevel=3)
+    if mask.dtype is dt.bool_:
+        from ..tensor.creation import zeros
+
+        return F.masked_fill(zeros(tuple(mask.shape), dtype=target_type, device=mask.device),
+                             mask, -math.inf)
+    return mask
+
+
+def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads: int) -> bool:
+    """Whether the call is batched ([L, N, E]) or not ([L, E]); the other inputs' ranks must
+    agree (AssertionError, as PyTorch's)."""
+    if query.ndim not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received "
+                             f"{query.ndim}-D query tensor")
+    batched = query.ndim == 3
+    if key.ndim != query.ndim or value.ndim != query.ndim:
+        raise AssertionError(f"For {'batched (3-D)' if batched else 'unbatched (2-D)'} "
+                             f"`query`, expected `key` and `value` to be {query.ndim}-D but "
+                             f"found {key.ndim}-D and {value.ndim}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.ndim != query.ndim - 1:
+        raise AssertionError(f"For {'batched' if batched else 'unbatched'} `query`, expected "
+                             f"`key_padding_mask` to be `None` or {query.ndim - 1}-D but "
+                             f"found {key_padding_mask.ndim}-D tensor instead")
+    if attn_mask is not None:
+        if attn_mask.ndim not in (2, 3):
+            raise AssertionError(f"Expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                                 f"{attn_mask.ndim}-D tensor instead")
+        want = (num_heads, query.shape[0], key.shape[0])
+        if not batched and attn_mask.ndim == 3 and tuple(attn_mask.shape) != want:
+            raise AssertionError(f"Expected `attn_mask` shape to be {want} but got "
+                                 f"{tuple(attn_mask.shape)}")
+    return batched
+
+
+def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate: tuple | None):
+    """q, k, v projected: one matmul with the packed [3E, E] weight for self-attention
+    (query, key and value one tensor), its thirds otherwise, or the separate weights."""
+    if separate is None and query is key and key is value:
+        return F.chunk(linear(query, in_proj_weight, in_proj_bias), 3, -1)
+    weights = separate or F.chunk(in_proj_weight, 3)
+    biases = (None,) * 3 if in_proj_bias is None else F.chunk(in_proj_bias, 3)
+    return tuple(linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v,
+                                 add_zero_attn: bool, dropout_p: float, out_proj_weight,
+                                 out_proj_bias, training: bool = True, key_padding_mask=None,
+                                 need_weights: bool = True, attn_mask=None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights: bool = True,
+                                 is_causal: bool = False):
+    """Multi-head attention of sequence-first inputs (query [L, N, E], key and value
+    [S, N, *], or unbatched [L, E]), PyTorch's function behind nn.MultiheadAttention.
+    Masks are True or -inf where attention is *not* allowed (the opposite of
+    scaled_dot_product_attention's bool mask). Returns (output [L, N, E], the attention
+    weights [N, L, S] averaged over heads, per head [N, H, L, S], or None without
+    need_weights). With need_weights the weights come from a plain softmax, so a query
+    with every key masked gives NaN; without it the attention is scaled_dot_product_
+    attention's, which gives zeros there (both as PyTorch)."""
+    batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not batched:  # one sequence: a batch of one (self-attention stays one tensor)
+        same = query is key and key is value
+        query = F.unsqueeze(query, 1)
+        key, value = (query, query) if same else (F.unsqueeze(key, 1), F.unsqueeze(value, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = F.unsqueeze(key_padding_mask, 0)
+    tgt_len, bsz, embed_dim = query.shape
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                       None if attn_mask is None else attn_mask.dtype,
+                                       "attn_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the "
+                           "Transformer module method `generate_square_subsequent_mask` to "
+                           "create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        attn_mask = None  # scaled_dot_product_attention's is_causal stands for the mask
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype,
+                                    check_other=False)
+        if key_padding_mask is not None:
+            is_causal = False
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
+                             f"got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do "
+                                 f"not match value's {tuple(value.shape[:2])}")
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is True but q_proj_weight, "
+                                 "k_proj_weight or v_proj_weight is None")
+        separate = (q_proj_weight, k_proj_weight, v_proj_weight)
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {tuple(key.shape)} does not match value shape "
+                                 f"{tuple(value.shape)}")
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is "
+                                 "None")
+        separate = None
+    q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate)
+    src_len = key.shape[0]
+    if attn_mask is not None:
+        want = (tgt_len, src_len) if attn_mask.ndim == 2 else \
+            (bsz * num_heads, tgt_len, src_len)
+        if tuple(attn_mask.shape) != want:
+            raise RuntimeError(f"The shape of the {attn_mask.ndim}D attn_mask is "
+                               f"{tuple(attn_mask.shape)}, but should be {want}.")
+        if attn_mask.ndim == 2:
+            attn_mask = F.unsqueeze(attn_mask, 0)
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None or static_v is not None:
+            raise AssertionError("bias cannot be added to static key and value.")
+        k = F.cat([k, F.repeat(bias_k, 1, bsz, 1)])
+        v = F.cat([v, F.repeat(bias_v, 1, bsz, 1)])
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    elif bias_k is not None or bias_v is not None:
+        raise AssertionError("bias_k and bias_v must both be given or both be None")
+    q = F.transpose(F.reshape(q, (tgt_len, bsz * num_heads, head_dim)), 0, 1)
+    k = F.transpose(F.reshape(k, (k.shape[0], bsz * num_heads, head_dim)), 0, 1) \
+        if static_k is None else static_k
+    v = F.transpose(F.reshape(v, (v.shape[0], bsz * num_heads, head_dim)), 0, 1) \
+        if static_v is None else static_v
+    if add_zero_attn:
+        from ..tensor.creation import zeros
+
+        k = F.cat([k, zeros(bsz * num_heads, 1, head_dim, dtype=k.dtype, device=k.device)], 1)
+        v = F.cat([v, zeros(bsz * num_heads, 1, head_dim, dtype=v.dtype, device=v.device)], 1)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    src_len = k.shape[1]
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but "
+                                 f"got {tuple(key_padding_mask.shape)}")
+        key_padding_mask = F.reshape(F.expand(F.reshape(key_padding_mask, (bsz, 1, 1, src_len)),
+                                              (bsz, num_heads, 1, src_len)),
+                                     (bsz * num_heads, 1, src_len))
+        attn_mask = key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
+    if not training:
+        dropout_p = 0.0
+    if need_weights:
+        scores = F.matmul(q * math.sqrt(1.0 / float(head_dim)), F.transpose(k, -2, -1))
+        if attn_mask is not None:
+            scores = attn_mask + scores
+        weights = softmax(scores, -1)
+        if dropout_p > 0.0:
+            weights = dropout(weights, dropout_p)
+        out = F.matmul(weights, v)  # [N * H, L, head_dim]
+        weights = F.reshape(weights, (bsz, num_heads, tgt_len, src_len))
+        if average_attn_weights:
+            weights = F.mean(weights, 1)
+    else:
+        if attn_mask is not None:
+            attn_mask = F.unsqueeze(attn_mask, 0) if attn_mask.shape[0] == 1 else \
+                F.reshape(attn_mask, (bsz, num_heads, -1, src_len))
+        q, k, v = (F.reshape(x, (bsz, num_heads, x.shape[1], head_dim)) for x in (q, k, v))
+        out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+        out = F.reshape(out, (bsz * num_heads, tgt_len, head_dim))
+        weights = None
+    out = F.reshape(F.transpose(out, 0, 1), (tgt_len * bsz, embed_dim))
+    out = F.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, -1))
+    if not batched:
+        out = F.squeeze(out, 1)
+        weights = None if weights is None else F.squeeze(weights, 0)
+    return out, weights
 
 
 # the functions of nn/losses.py, normalization.py, linear.py, sparse.py and dropout.py,

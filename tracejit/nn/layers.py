@@ -119,6 +119,23 @@ class Sequential(Module):
         self.add_module(str(len(self)), module)
         return self
 
+    def extend(self, modules) -> "Sequential":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> "Sequential":
+        _renumber(self, index, insert=module)
+        return self
+
+    def pop(self, index: int = -1) -> Module:
+        module = self[index]
+        del self[index]
+        return module
+
+    def __delitem__(self, idx) -> None:
+        _renumber(self, idx)
+
     def forward(self, input):
         for m in self._modules.values():
             input = m(input)
@@ -370,11 +387,40 @@ class ModuleList(Module):
         return self
 
     def insert(self, index: int, module) -> None:
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        _renumber(self, index, insert=module)
+
+    def pop(self, index: int = -1) -> Module:
+        module = self[index]
+        del self[index]
+        return module
+
+    def __delitem__(self, idx) -> None:
+        _renumber(self, idx)
+
+    def __iadd__(self, modules) -> "ModuleList":
+        return self.extend(modules)
+
+    def __add__(self, other) -> "ModuleList":
+        return ModuleList([*self, *other])
+
+
+def _renumber(container: Module, idx, insert: Module | None = None) -> None:
+    """A numbered container (Sequential, ModuleList) with the entries at `idx` (an index
+    or a slice) deleted, or `insert` put before index `idx`, and renumbered from 0, as
+    PyTorch's keeps its keys."""
+    items = list(container._modules.values())
+    if insert is not None:
+        items.insert(idx, insert)
+    elif isinstance(idx, slice):
+        del items[idx]
+    else:
+        if not -len(items) <= idx < len(items):
+            raise IndexError(f"index {idx} is out of range for {type(container).__name__} of "
+                             f"length {len(items)}")
+        del items[idx]
+    container._modules.clear()
+    for i, m in enumerate(items):
+        container.add_module(str(i), m)
 
 
 class ModuleDict(Module):
@@ -411,6 +457,23 @@ class ModuleDict(Module):
 
     def values(self):
         return self._modules.values()
+
+    def update(self, modules) -> None:
+        for k, m in (modules.items() if hasattr(modules, "items") else modules):
+            self[k] = m
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+
+class Identity(Module):
+    """Returns its input (a placeholder layer); takes and ignores any arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
 
 
 class NLLLoss(Module):

@@ -1,4 +1,4 @@
-"""The identity and the bilinear layer (PyTorch's nn.Identity, nn.Bilinear, F.bilinear)."""
+"""The bilinear layer (PyTorch's nn.Bilinear and F.bilinear)."""
 from __future__ import annotations
 
 import math
@@ -37,16 +37,6 @@ def bilinear(input1, input2, weight, bias=None):
     if out.dtype is not prod.dtype:  # integers: PyTorch keeps their dtype
         out = F.cast(out, prod.dtype)
     return out if bias is None else out + bias
-
-
-class Identity(Module):
-    """Returns its input; takes (and ignores) any arguments, as PyTorch's."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-
-    def forward(self, input):
-        return input
 
 
 class Bilinear(Module):

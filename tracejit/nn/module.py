@@ -79,8 +79,16 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
-        if not persistent:
-            self.__dict__.setdefault("_non_persistent", set()).add(name)
+        """A tensor the module keeps (moved by `to`, listed by `buffers`), in its state dict
+        unless `persistent=False`; registering a name again sets its persistence anew."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (tracejit.Tensor or None required)")
+        skip = self.__dict__.setdefault("_non_persistent", set())
+        if persistent:
+            skip.discard(name)
+        else:
+            skip.add(name)
         self._buffers[name] = tensor
 
     def add_module(self, name: str, module: "Module | None") -> None:
@@ -102,6 +110,31 @@ class Module:
                 continue
             yield from m.named_modules(memo, prefix + ("." if prefix else "") + name,
                                        remove_duplicate)
+
+    def get_submodule(self, target: str) -> "Module":
+        """The submodule at a dotted path (`"encoder.layers.0"`); "" is the module itself."""
+        m = self
+        for i, part in enumerate(target.split(".") if target else ()):
+            if part not in m._modules or m._modules[part] is None:
+                raise AttributeError(f"{type(m).__name__} has no attribute `{part}` (looking "
+                                     f"up '{'.'.join(target.split('.')[:i + 1])}')")
+            m = m._modules[part]
+        return m
+
+    def _member(self, target: str, store: str, kind: str):
+        path, _, name = target.rpartition(".")
+        m = self.get_submodule(path)
+        if name not in getattr(m, store):
+            raise AttributeError(f"{type(m).__name__} has no {kind} `{name}`")
+        return getattr(m, store)[name]
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at a dotted path (`"encoder.layers.0.linear1.weight"`)."""
+        return self._member(target, "_parameters", "parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at a dotted path."""
+        return self._member(target, "_buffers", "buffer")
 
     def modules(self) -> Iterator["Module"]:
         for _, m in self.named_modules():

@@ -24,5 +24,14 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         pass
 
+    def __deepcopy__(self, memo: dict) -> "Parameter":
+        """A Parameter over a copy of the values, with the same requires_grad (its grad is
+        not copied, as in PyTorch)."""
+        if id(self) not in memo:
+            from ..tensor.tensor import _copy_memory
+
+            memo[id(self)] = Parameter(_make(_copy_memory(self, memo)), self.requires_grad)
+        return memo[id(self)]
+
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()

@@ -335,6 +335,18 @@ REFUSED = {
     OPS["unfold2d"]: f"{_LATER} (convolutions and pools: Conv, MaxPool, AveragePool from the "
                      "windows' consumers)",
     OPS["fold2d"]: f"{_LATER} (Col2Im, opset 18)",
+    OPS["argsort"]: f"{_LATER} (TopK over the whole dimension)",
+    OPS["topk"]: f"{_LATER} (TopK)",
+    OPS["cumsum"]: f"{_LATER} (CumSum)",
+    OPS["cumprod"]: f"{_LATER} (no ONNX operator: a loop)",
+    OPS["argcummax"]: f"{_LATER} (no ONNX operator: a loop)",
+    OPS["argcummin"]: f"{_LATER} (no ONNX operator: a loop)",
+    OPS["searchsorted"]: f"{_LATER} (no ONNX operator: comparisons and a sum)",
+    OPS["unique_values"]: f"{_LATER} (Unique)",
+    OPS["bincount"]: f"{_LATER} (ScatterElements into zeros of a data-dependent size)",
+    OPS["repeat_index"]: f"{_LATER} (a data-dependent size)",
+    OPS["scatter"]: f"{_LATER} (ScatterElements)",
+    OPS["scatter_reduce"]: f"{_LATER} (ScatterElements with reduction='mul', 'max' or 'min')",
     OPS["copysign"]: "ONNX cannot read the sign of a negative zero",
     OPS["signbit"]: "ONNX cannot read the sign of a negative zero",
 }

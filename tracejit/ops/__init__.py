@@ -3,10 +3,11 @@
 Importing this package registers all entries; `tracejit.tensor.functional`
 is bound into the modules whose vjp rules are written in tracejit ops.
 """
-from . import creation, elementwise, indexing, linalg, reduction, shape, windows
+from . import (creation, elementwise, indexing, linalg, reduction, scatter, shape, sorting,
+               windows)
 from .registry import AVal, OPS, OpDef, register
 
-_RULE_MODULES = (elementwise, reduction, shape, indexing, linalg, windows)
+_RULE_MODULES = (elementwise, reduction, shape, indexing, linalg, windows, sorting, scatter)
 
 
 def bind_frontend(functional) -> None:

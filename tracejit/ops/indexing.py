@@ -221,7 +221,7 @@ register("setitem", INDEX, _setitem, _infer_setitem,
 register("nonzero", INDEX, lambda x: np.argwhere(x).astype(np.int64),
          lambda x: AVal((None, aval_of(x).ndim), dt.int64), data_dependent=True)
 register("gather", INDEX, _gather, _infer_gather,
-         lambda g, out, x, index, dim: (F.scatter_add(g, index, dim, tuple(x.shape)), None),
+         lambda g, out, x, index, dim: (F.scatter_add_raw(g, index, dim, tuple(x.shape)), None),
          saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,))
 register("scatter_add", INDEX, _scatter_add,
          lambda src, index, dim, shape: AVal(tuple(shape), aval_of(src).dtype),

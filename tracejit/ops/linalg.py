@@ -55,6 +55,11 @@ def _matmul(a, b):
         # the same product as (W @ x^T)^T (16x128 @ 128x128: 14.1 against 9.3 us; 16x512
         # @ 512x512: 123 against 64 us), including the copy back to row-major
         return np.ascontiguousarray(np.matmul(b.T, a.T).T)
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        # a batch of matrices times one matrix (a linear layer over [T, B, F]): one
+        # product of the rows, where numpy's matmul makes one per matrix of the batch
+        # ([16, 8, 64] @ [64, 1000]: 860 us so, against one [128, 64] product)
+        return _matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
     return np.matmul(a, b)
 
 
@@ -74,6 +79,12 @@ def _matmul_vjp(g, out, a, b):
         gb = F.matmul(F.transpose(a, -1, -2), F.unsqueeze(g, -1)) if need_b else None
         return ga, (F.squeeze(gb, -1) if gb is not None else None)
     ga = F.matmul(g, F.transpose(b, -1, -2)) if need_a else None
+    if need_b and b.ndim == 2 and a.ndim > 2:
+        # one matrix shared by a batch: its gradient sums the batch's products, which is
+        # one product of the rows stacked (no [batch, K, N] temporary to reduce)
+        rows_a = F.reshape(a, (-1, a.shape[-1]))
+        rows_g = F.reshape(g, (-1, g.shape[-1]))
+        return ga, F.matmul(F.transpose(rows_a, -1, -2), rows_g)
     gb = F.matmul(F.transpose(a, -1, -2), g) if need_b else None
     return ga, gb
 

@@ -25,6 +25,7 @@ class AVal(NamedTuple):
 # kinds of op; code generators group ops by kind
 ELEMENTWISE = "elementwise"
 REDUCE = "reduce"
+SCAN = "scan"          # running reductions along one dim (cumsum, cumprod)
 SHAPE = "shape"        # views and other data movement
 INDEX = "index"
 LINALG = "linalg"

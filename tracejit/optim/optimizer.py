@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 
 from .. import dtypes as dt
+from ..backends import registry as backends
 from ..tensor.tensor import _make
 
 
@@ -91,7 +91,7 @@ class Optimizer:
     def _fused_step(self, index: int, group: dict, params: list) -> bool:
         # (on the interpreter a traced update runs the same ops one by one: no gain)
         if group.get("foreach") is False or group.get("maximize") or \
-                os.environ.get("TRACEJIT_BACKEND") == "interpret" or any(
+                backends.resolve(backends.AUTO) == "interpret" or any(
                 type(p._data) is not np.ndarray or p.grad is None or
                 type(p.grad._data) is not np.ndarray for p in params):
             return False

@@ -868,7 +868,7 @@ def gather(input, dim, index):
     return apply(OPS.gather, input, index, dim=normalize_dim(dim, input.ndim, "gather"))
 
 
-def scatter_add(src, index, dim, shape):
+def scatter_add_raw(src, index, dim, shape):
     """Zeros of `shape` with `src` added at `index` along `dim` (gather's transpose)."""
     return apply(OPS.scatter_add, src, index, dim=dim, shape=tuple(shape))
 
@@ -1083,3 +1083,10 @@ bind_frontend(sys.modules[__name__])
 _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTensor
 _composite._Tensor = Tensor
 _amp._Tensor, _amp._cast = Tensor, cast
+
+# sorting, scans, scatters and contractions are built on the functions above; the op table's
+# rules reach the scans and scatters through this module too
+from . import contraction as _contraction, ordering as _ordering  # noqa: E402
+
+globals().update({n: getattr(_ordering, n) for n in _ordering.__all__ + _ordering.RULES})
+globals().update({n: getattr(_contraction, n) for n in _contraction.__all__})

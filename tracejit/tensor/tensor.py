@@ -77,6 +77,31 @@ def _make(data: np.ndarray) -> "Tensor":
     return t
 
 
+def _copy_memory(t: "Tensor", memo: dict):
+    """A copy of t's array for a deep copy: a view of a numpy base is laid out over the
+    copy of that base (made once per deep copy, kept in `memo` under the base's id), so
+    copied views alias as their originals do; any other array is copied alone."""
+    a = t._data
+    if not isinstance(a, np.ndarray):  # device memory
+        from ..autograd.grad_mode import no_grad
+
+        with no_grad():
+            return t.detach().clone()._data
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is a or not root.flags.c_contiguous:
+        return a.copy(order="K")
+    copied = memo.get(id(root))
+    if copied is None:
+        copied = memo[id(root)] = root.copy()
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    try:
+        return np.ndarray(a.shape, a.dtype, buffer=copied, offset=offset, strides=a.strides)
+    except (TypeError, ValueError):  # a layout the buffer cannot express (negative strides)
+        return a.copy(order="K")
+
+
 _new = object.__new__
 _autograd._bind(_make)
 
@@ -306,6 +331,32 @@ class Tensor:
 
     def __reduce__(self):
         raise TypeError("tracejit tensors are not pickled; use tj.save / tj.load (.npz files)")
+
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        """`copy.deepcopy`: a leaf with its values in new memory, its requires_grad and a
+        copy of its grad (PyTorch's rule). Tensors that share memory (views of one base)
+        share the copied memory, as the originals do. Pickling stays refused (see
+        __reduce__): the copy never leaves the process.
+
+        >>> w = tj.randn(3, requires_grad=True); w2 = copy.deepcopy(w)
+        >>> w2.requires_grad, w2.is_leaf, tj.equal(w, w2), w2.data_ptr() == w.data_ptr()
+        (True, True, True, False)
+        """
+        if id(self) in memo:
+            return memo[id(self)]
+        if STATE.capture is not None:  # the copy would freeze this call's values
+            STATE.capture.unsupported("copy.deepcopy of a tensor")
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment; this tensor has "
+                               f"grad_fn {type(self.grad_fn).__name__}. Copy "
+                               "tensor.detach() instead.")
+        new = _make(_copy_memory(self, memo))
+        new._rg = self._rg
+        memo[id(self)] = new
+        if self.grad is not None:
+            new._grad = self.grad.__deepcopy__(memo)
+        return new
 
     # ---- autograd --------------------------------------------------------------------------
     def _grad_accumulator(self, keep: bool = False):

@@ -1,6 +1,7 @@
 """Algebraic simplification: x+0, x-0, x*1, x/1, x**1, -(-x), casts and reshapes that
 change nothing, transposes that cancel, a transposed product computed as the product
-of transposes (so it is stored row-major), sums over dimensions of size 1 as reshapes and
+of transposes (so it is stored row-major), a transposed matrix that several products
+multiply by made row-major once, sums over dimensions of size 1 as reshapes and
 products with an inner size of 1 as broadcasting multiplies. A rewrite applies only when
 the result has exactly the type of the value it is replaced by (no broadcasting or
 promotion lost)."""
@@ -29,6 +30,11 @@ def _forward(node, inputs, producers):
             candidate = inputs[1]
     elif len(inputs) == 1 and isinstance(inputs[0], Value):
         p = producers.get(inputs[0])
+        if op.involution and p is not None and p.op == "clone" and isinstance(
+                p.inputs[0], Value):  # transpose(row-major copy of transpose(x)): x
+            q = producers.get(p.inputs[0])
+            if q is not None and q.op == node.op and q.attrs == node.attrs:
+                p = q
         if op.involution and p is not None and p.op == node.op and p.attrs == node.attrs:
             candidate = p.inputs[0]
         elif op.noop == "same_type" or (callable(op.noop) and op.noop(node.attrs)):
@@ -105,10 +111,107 @@ def _outer_product(b: Builder, node, inputs) -> Value | None:
     return b.emit("mul", [x, y], {}, [(out.dtype, out.shape)], node).outputs[0]
 
 
+def _shared_transposed_weight(b: Builder, node, users) -> Value | None:
+    """A transposed matrix that two or more products take as their right operand (a
+    recurrent layer's `W.t()`, once per time step): a row-major copy made once, which
+    every product then reads. BLAS multiplies by a transposed operand 2-3x slower at a
+    small batch (OpenBLAS sgemm, [8, 64] @ [64, 256]: 13 us against 4 us)."""
+    out = node.outputs[0]
+    if not _swaps_last_two(node) or len(out.shape) != 2:
+        return None
+    products = [u for u in users.get(out, ()) if u is not None and u.op == "matmul" and
+                u.inputs[1] is out and u.inputs[0] is not out]
+    if len(products) < 2:
+        return None
+    view = b.copy(node).outputs[0]
+    return b.emit("clone", [view], {"contiguous": True}, [(out.dtype, out.shape)],
+                  node).outputs[0]
+
+
+def _terms(v: Value, producers_old: dict, users) -> list[Value]:
+    """The values an add chain ending at v sums (v itself when its producer is not an
+    add of two values of its own shape); inner adds must have no other use."""
+    p = producers_old.get(v)
+    if p is None or p.op != "add" or not all(
+            isinstance(x, Value) and tuple(x.shape) == tuple(v.shape) and
+            x.dtype == v.dtype for x in p.inputs):
+        return [v]
+    out = []
+    for x in p.inputs:
+        inner = producers_old.get(x)
+        if inner is not None and inner.op == "add" and len(users.get(x, ())) == 1:
+            out += _terms(x, producers_old, users)
+        else:
+            out.append(x)
+    return out
+
+
+def _is_chain_root(node, users) -> bool:
+    """An add whose result is not summed further by a single-use add of its shape."""
+    out = node.outputs[0]
+    uses = users.get(out, ())
+    return not (len(uses) == 1 and uses[0] is not None and uses[0].op == "add" and
+                tuple(uses[0].outputs[0].shape) == tuple(out.shape))
+
+
+def _summed_products(b: Builder, node, producers_old, users, stacks: dict) -> Value | None:
+    """A sum of three or more matrix products of the same shape, each used only by the
+    sum (a weight's gradient summed over the time steps of a recurrent layer,
+    h_t^T @ g_t): one product of the operands stacked, A^T @ G over every step's rows,
+    as PyTorch's recurrent backward computes it. One large product instead of T small
+    ones and T-1 additions; the sum's rounding differs from the chain's (a different
+    order of the same additions)."""
+    if node.op != "add" or len(node.outputs[0].shape) != 2 or \
+            not _is_chain_root(node, users):
+        return None
+    terms = _terms(node.outputs[0], producers_old, users)
+    if len(terms) < 3:
+        return None
+    lefts, rights = [], []
+    for t in terms:
+        mm = producers_old.get(t)
+        if mm is None or mm.op != "matmul" or len(users.get(t, ())) != 1 or not all(
+                isinstance(x, Value) and len(x.shape) == 2 for x in mm.inputs):
+            return None
+        lefts.append(mm.inputs[0])
+        rights.append(mm.inputs[1])
+    out = node.outputs[0]
+
+    def stack(values: list, dim: int) -> Value:
+        key = (tuple(values), dim)
+        if key not in stacks:
+            shape = list(values[0].shape)
+            shape[dim] = sum_dims([v.shape[dim] for v in values])
+            stacks[key] = b.emit("cat", values, {"dim": dim}, [(out.dtype, tuple(shape))],
+                                 node).outputs[0]
+        return stacks[key]
+
+    left_t = [producers_old.get(x) for x in lefts]
+    if all(p is not None and _swaps_last_two(p) for p in left_t):
+        # h_t^T: the rows stacked, then transposed (a view BLAS reads as such)
+        left = _transpose(b, stack([b.get(p.inputs[0]) for p in left_t], 0), {}, node)
+    else:
+        left = stack([b.get(x) for x in lefts], 1)
+    right = stack([b.get(x) for x in rights], 0)
+    return b.emit("matmul", [left, right], {}, [(out.dtype, out.shape)], node).outputs[0]
+
+
+def sum_dims(sizes: list):
+    """The sum of sizes that may be symbols."""
+    total = sizes[0]
+    for d in sizes[1:]:
+        total = total + d
+    return total
+
+
 def simplify(graph: Graph) -> Graph:
     b = Builder(graph, "simplify", recurse=simplify)
     producers: dict = {}
     users = graph.users()
+    for v in graph.outputs:  # a returned value has a use beyond its nodes
+        users.setdefault(v, []).append(None)
+    producers_old = {v: n for n in graph.nodes for v in n.outputs}
+    stacks: dict = {}  # (values, dim) -> their cat, made once (_summed_products)
     returned = set(graph.outputs)  # a returned value stays a new tensor, as in eager
     for node in graph.nodes:
         inputs = [b.get(x) for x in node.inputs]
@@ -118,6 +221,10 @@ def simplify(graph: Graph) -> Graph:
                 target = _product_transposed(b, node, inputs, producers, users)
             if target is None:
                 target = _sum_to_nothing(b, node, inputs) or _outer_product(b, node, inputs)
+            if target is None:
+                target = _shared_transposed_weight(b, node, users)
+            if target is None:
+                target = _summed_products(b, node, producers_old, users, stacks)
             if target is not None:
                 b.map[node.outputs[0]] = target
                 continue

@@ -1,0 +1,63 @@
+"""The backends a trace can run on, each described once: what it compiles and how.
+
+A trace names its backend by string (`tj.trace(fn, backend=...)`, `TRACEJIT_BACKEND`);
+everything that depends on the choice asks the `Backend` here instead of comparing
+names, so that a new backend is one entry in `BACKENDS`.
+
+| backend | fused regions | straight-line graphs | backward |
+|---|---|---|---|
+| interpret | op by op (numpy) | the interpreter | the interpreter |
+| numba | Numba CPU kernels | host programs (backends/host.py) | compiled, cached on disk |
+| cuda | Numba CUDA kernels | the interpreter over device arrays | compiled |
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    device: str                  # where its arrays live: "cpu" or "cuda"
+    kernels: str | None          # the module whose compile_region compiles a fused region
+    host_programs: bool          # straight-line graphs run as generated host programs
+    compiled_backward: bool      # gradients through one compiled backward graph per trace
+    backward_cache: bool         # derived backward graphs are kept on disk
+
+    def compile_region(self) -> Callable | None:
+        """compile_region(region, source, kind) of its kernel module, or None when fused
+        regions run op by op."""
+        if self.kernels is None:
+            return None
+        return importlib.import_module(self.kernels, __package__).compile_region
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("interpret", "cpu", None, host_programs=False, compiled_backward=False,
+            backward_cache=False),
+    Backend("numba", "cpu", ".numba_cpu", host_programs=True, compiled_backward=True,
+            backward_cache=True),
+    Backend("cuda", "cuda", ".numba_cuda", host_programs=False, compiled_backward=True,
+            backward_cache=False),
+)}
+
+AUTO = "auto"  # numba, unless TRACEJIT_BACKEND names another
+
+
+def resolve(name: str) -> str:
+    """The backend `name` stands for (`auto`: TRACEJIT_BACKEND, else numba), checked."""
+    if name == AUTO:
+        name = os.environ.get("TRACEJIT_BACKEND", "numba")
+    get(name)
+    return name
+
+
+def get(name: str) -> Backend:
+    backend = BACKENDS.get(name)
+    if backend is None:
+        raise ValueError(f"unknown backend {name!r}; expected {AUTO!r} or one of "
+                         f"{', '.join(repr(b) for b in BACKENDS)}")
+    return backend
