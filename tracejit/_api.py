@@ -43,6 +43,9 @@ try:
     from . import amp, cpu, profiler  # noqa: E402
     from .amp import autocast  # noqa: E402
     from .serialization import load, save  # noqa: E402
+    from . import accelerator  # noqa: E402, F401
+    from .tensor.typed import (BoolTensor, DoubleTensor, FloatTensor,  # noqa: E402, F401
+                               HalfTensor, IntTensor, LongTensor)
     from .jit import trace  # noqa: E402
 finally:
     _startup.resume_collector()

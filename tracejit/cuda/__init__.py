@@ -8,6 +8,7 @@ import functools
 
 from . import amp  # noqa: F401  (tj.cuda.amp.autocast, GradScaler)
 from . import memory as _memory
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,6 +60,15 @@ def max_memory_allocated(device=None) -> int:
 
 def reset_peak_memory_stats(device=None) -> None:
     _memory.reset_peak()
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes reserved on the device: what live tensors hold, as nothing is cached."""
+    return _memory.allocated()
+
+
+def max_memory_reserved(device=None) -> int:
+    return _memory.peak()
 
 
 def empty_cache() -> None:

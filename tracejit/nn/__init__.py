@@ -11,9 +11,23 @@ from .layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, Av
                      Identity, LayerNorm, LeakyReLU, Linear, MaxPool1d, MaxPool2d, MaxPool3d,
                      MaxUnpool2d, ModuleDict, ModuleList, MSELoss, NLLLoss, PixelShuffle,
                      PixelUnshuffle, ReflectionPad1d, ReflectionPad2d, ReLU, ReplicationPad1d,
-                     ReplicationPad2d, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh,
-                     Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad2d)
+                     ReplicationPad2d, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax,
+                     Softmax2d, Tanh, Unflatten, Unfold, Upsample, UpsamplingBilinear2d,
+                     UpsamplingNearest2d, ZeroPad2d)
+from .dropout import AlphaDropout, Dropout1d, Dropout3d, FeatureAlphaDropout
+from .dropout import MODULES as _DROPOUT_MODULES
+from .linear import Bilinear
+from .losses import (CosineEmbeddingLoss, CosineSimilarity, GaussianNLLLoss,
+                     HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss,
+                     MultiLabelSoftMarginLoss, MultiMarginLoss, PairwiseDistance,
+                     PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
+from .losses import MODULES as _LOSS_MODULES
 from .module import Module
+from .normalization import (GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+                            LocalResponseNorm, RMSNorm)
+from .normalization import MODULES as _NORM_MODULES
+from .parallel import DataParallel
+from .sparse import EmbeddingBag
 from .parameter import Parameter
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .transformer import (MultiheadAttention, Transformer, TransformerDecoder,
@@ -32,7 +46,9 @@ __all__ = ["functional", "init", "utils", "parallel", "BatchNorm1d", "BatchNorm2
            "ReplicationPad1d", "ReplicationPad2d", "CircularPad2d", "Upsample",
            "UpsamplingNearest2d", "UpsamplingBilinear2d", "Unfold", "Fold", "Flatten",
            "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerEncoderLayer",
-           "TransformerDecoder", "TransformerDecoderLayer", "Identity"]
+           "TransformerDecoder", "TransformerDecoderLayer", "Identity",
+           "Bilinear", "EmbeddingBag", "Unflatten", "Softmax2d", "DataParallel"] + \
+    _LOSS_MODULES + _NORM_MODULES + _DROPOUT_MODULES
 __all__ += ["ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus",
             "Softsign", "Mish", "LogSigmoid", "PReLU", "GLU", "Tanhshrink", "Softshrink",
             "Hardshrink", "Threshold", "RReLU"]

@@ -91,20 +91,25 @@ def _reduce(loss, reduction: str):
 
 
 @composite("MseLossBackward0", "input", "target", autocast="fp32")
-def mse_loss(input, target, reduction: str = "mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None):
+    """(input - target)², reduced; `weight` scales each element's term."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"mse_loss: input shape {list(input.shape)} and target shape "
                          f"{list(target.shape)} differ; they must match")
     d = input - target
-    return _reduce(d * d, reduction)
+    return _reduce(d * d if weight is None else d * d * weight, reduction)
 
 
 @composite("NllLossBackward0", "input", autocast="fp32")
-def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean"):
     """Negative log-likelihood of class indices `target` under log-probabilities `input`.
 
-    input is [N, C] (or [C]); target holds class indices in [0, C).
+    input is [N, C] (or [C], or [N, C, d1, ...]); target holds class indices in [0, C).
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     shape = target.shape  # (reduction="none" gives a loss of the target's shape)
     if input.ndim == 1:
         input, target = F.unsqueeze(input, 0), F.unsqueeze(target, 0)
@@ -116,15 +121,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
         raise RuntimeError(f"nll_loss: expected target of integer class indices, got "
                            f"{target.dtype.name}")
     n, c = input.shape
-    valid = target != ignore_index
-    safe = F.where(valid, target, 0)
-    if bool(F.any((safe < 0) | (safe >= c))):
-        raise IndexError(f"nll_loss: target {safe._data.tolist()} out of bounds for {c} classes")
-    picked = -F.squeeze(F.gather(input, 1, F.unsqueeze(safe, 1)), 1)
-    w = F.cast(valid, input.dtype)
-    if weight is not None:
-        w = w * weight[safe]
-    loss = picked * w
+    picked, w = _picked_weights(input, target, weight, ignore_index)
+    loss = -picked * w
     if reduction == "mean":
         return F.sum(loss) / F.sum(w)
     if reduction == "none":
@@ -132,19 +130,68 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     return _reduce(loss, reduction)
 
 
+def _picked_weights(input, target, weight, ignore_index):
+    """input[k, target[k]] along dim 1 of a 2-D input, and each target's weight (0 where
+    it is ignore_index, weight[target] or 1 elsewhere)."""
+    c = input.shape[1]
+    valid = target != ignore_index
+    safe = F.where(valid, target, 0)
+    if bool(F.any((safe < 0) | (safe >= c))):
+        raise IndexError(f"nll_loss: target {safe._data.tolist()} out of bounds for {c} classes")
+    picked = F.squeeze(F.gather(input, 1, F.unsqueeze(safe, 1)), 1)
+    w = F.cast(valid, input.dtype)
+    if weight is not None:
+        w = w * weight[safe]
+    return picked, w
+
+
+def _class_shape(input, class_dim: int, c) -> tuple:
+    """The shape that broadcasts a per-class vector along `class_dim` of `input`."""
+    return tuple(c if d == class_dim else 1 for d in range(input.ndim))
+
+
 @composite(None, "input", autocast="fp32")
-def cross_entropy(input, target, weight=None, ignore_index: int = -100,
-                  reduction: str = "mean", label_smoothing: float = 0.0):
-    """log_softmax + nll_loss for class indices; for class probabilities when target is float."""
-    logp = log_softmax(input, 1 if input.ndim > 1 else 0)
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
+    """log_softmax + nll_loss for class indices; for class probabilities when the target
+    is floating (of the input's shape). `label_smoothing` mixes each target with the
+    uniform distribution over the C classes, as PyTorch does.
+
+    >>> F.cross_entropy(logits, labels, label_smoothing=0.1)
+    """
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing}")
+    class_dim = 1 if input.ndim > 1 else 0
+    c = input.shape[class_dim]
+    logp = log_softmax(input, class_dim)
+    w = None if weight is None else F.reshape(weight, _class_shape(input, class_dim, c))
     if target.is_floating_point():
-        loss = -F.sum(logp * target, 1 if input.ndim > 1 else 0)
-        return _reduce(loss, reduction)
-    loss = nll_loss(logp, target, weight, ignore_index, reduction)
-    if label_smoothing:
-        smooth = -F.mean(logp, 1 if input.ndim > 1 else 0)
-        loss = loss * (1 - label_smoothing) + _reduce(smooth, reduction) * label_smoothing
-    return loss
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"cross_entropy: a target of class probabilities must have "
+                               f"the input's shape {list(input.shape)}, got "
+                               f"{list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        terms = logp * target if w is None else logp * target * w
+        if reduction == "mean":  # over the samples (and positions), not the weights
+            return -F.sum(terms) / (input.numel() // c)
+        return -_reduce(F.sum(terms, class_dim), reduction)
+    loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing <= 0:
+        return loss
+    ignored = target == ignore_index
+    smooth = F.where(ignored, 0.0, -F.sum(logp if w is None else logp * w, class_dim))
+    if reduction == "mean":
+        if weight is None:
+            denominator = F.sum(F.logical_not(ignored))
+        else:
+            denominator = F.sum(F.where(ignored, 0.0, weight[F.where(ignored, 0, target)]))
+        smooth = F.sum(smooth) / denominator
+    else:
+        smooth = _reduce(smooth, reduction)
+    return loss * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 
 @composite("BinaryCrossEntropyBackward0", "input", "target", autocast="fp32")
@@ -244,10 +291,30 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     return F.copy_(input, out) if inplace else out
 
 
+def _mixed_params(name: str, input, *params):
+    """The input's dtype when it is low precision and the parameters float32: PyTorch's
+    norms compute that mix in float32 and return the input's dtype. None when every
+    dtype agrees; any other mix raises, as PyTorch's CPU kernels do."""
+    dtypes = {p.dtype for p in params if p is not None}
+    if not dtypes or dtypes == {input.dtype}:
+        return None
+    if input.dtype in dt.LOW_PRECISION and dtypes == {dt.float32}:
+        return input.dtype
+    raise RuntimeError(f"{name}: mixed dtype (CPU): expected parameters of the input's dtype "
+                       f"{input.dtype.name} (or float32 for a float16 or bfloat16 input), "
+                       f"got {', '.join(sorted(d.name for d in dtypes))}")
+
+
 @composite("NativeLayerNormBackward0", "input", "weight", "bias",
            autocast="fp32 cuda")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """Normalise over the trailing `normalized_shape` dims (biased variance), then affine."""
+    """Normalise over the trailing `normalized_shape` dims (biased variance), then affine.
+    A float16 or bfloat16 input with float32 parameters is normalised in float32 and
+    keeps its dtype, as in PyTorch."""
+    low = _mixed_params("layer_norm", input, weight, bias)
+    if low is not None:
+        return F.cast(layer_norm(F.cast(input, dt.float32), normalized_shape, weight, bias,
+                                 eps), low)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     k = len(normalized_shape)
@@ -1598,3 +1665,16 @@ from ._activations import *  # noqa: E402,F401,F403  (elu, hardtanh, softplus, p
 from . import _activations  # noqa: E402
 
 __all__ += _activations.__all__
+
+# the functions of nn/losses.py, normalization.py, linear.py, sparse.py and dropout.py,
+# re-exported here as PyTorch's namespace has them
+from .losses import *  # noqa: E402, F401, F403
+from .losses import __all__ as _losses  # noqa: E402
+from .normalization import *  # noqa: E402, F401, F403
+from .normalization import __all__ as _norms  # noqa: E402
+from .linear import bilinear  # noqa: E402, F401
+from .sparse import embedding_bag  # noqa: E402, F401
+from .dropout import *  # noqa: E402, F401, F403
+from .dropout import __all__ as _dropouts  # noqa: E402
+
+__all__ += _losses + _norms + ["bilinear", "embedding_bag"] + _dropouts

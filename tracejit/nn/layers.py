@@ -148,7 +148,7 @@ class MSELoss(Module):
         self.reduction = reduction
 
     def forward(self, input, target):
-        return F.mse_loss(input, target, self.reduction)
+        return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class CrossEntropyLoss(Module):
@@ -161,8 +161,9 @@ class CrossEntropyLoss(Module):
             raise ValueError(f"{reduction} is not a valid value for reduction")
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
-                               self.label_smoothing)
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)
 
 
 class GELU(Module):
@@ -481,7 +482,8 @@ class NLLLoss(Module):
         self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(Module):
@@ -911,3 +913,29 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Expands dim `dim` into `unflattened_size` (Flatten's inverse)."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        from ..tensor.functional import unflatten
+
+        return unflatten(input, self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of [N, C, H, W] or [C, H, W] (dim -3)."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D "
+                             f"instead")
+        return F.softmax(input, -3)

@@ -198,3 +198,21 @@ def _Tensor(array: np.ndarray):
     from ..tensor.tensor import _make
 
     return _make(array)
+
+
+class DataParallel(Module):
+    """PyTorch's single-process data parallelism, on tracejit's one device: the wrapper
+    calls `module` (kept as `.module`, so state dict keys carry the `module.` prefix as
+    PyTorch's do) with the inputs as they are.
+
+    >>> model = nn.DataParallel(model)   # model.module is the wrapped network
+    """
+
+    def __init__(self, module, device_ids=None, output_device=None, dim: int = 0):
+        super().__init__()
+        self.module = module
+        self.device_ids = list(device_ids) if device_ids is not None else [0]
+        self.output_device, self.dim = output_device, dim
+
+    def forward(self, *inputs, **kwargs):
+        return self.module(*inputs, **kwargs)

@@ -75,8 +75,21 @@ register("full", CREATION, _full, lambda shape, value, dtype: AVal(tuple(shape),
 register("arange", CREATION, _arange, _infer_arange, arity=0)
 register("eye", CREATION, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),
          lambda n, m, dtype: AVal((n, m), dtype), arity=0)
-register("linspace", CREATION, lambda start, end, steps, dtype: np.linspace(
-    start, end, steps, dtype=dtype.np), lambda start, end, steps, dtype: AVal((steps,), dtype),
+def _linspace(start, end, steps, dtype):
+    """numpy's linspace; for an integer dtype PyTorch's: start and end truncated to
+    integers, each value start + k step (from the end in the second half) truncated."""
+    if dtype.category != 1:  # (in double: a float32 0-d start would make numpy work in it)
+        return np.linspace(float(start), float(end), steps, dtype=dtype.np)
+    start, end = int(start), int(end)
+    if steps == 1:
+        return np.array([start], dtype.np)
+    step = (end - start) / (steps - 1)
+    k = np.arange(steps)
+    values = np.where(k < steps // 2, start + step * k, end - step * (steps - 1 - k))
+    return np.trunc(values).astype(dtype.np)
+
+
+register("linspace", CREATION, _linspace, lambda start, end, steps, dtype: AVal((steps,), dtype),
     arity=0)
 register("rand", RANDOM, _rand, lambda shape, dtype, generator=None: AVal(tuple(shape), dtype),
          arity=0)

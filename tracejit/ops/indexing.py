@@ -39,8 +39,40 @@ def build_index(index: tuple, arrays) -> tuple:
     return tuple(arrays[i.k] if type(i) is Slot else i for i in index)
 
 
+def _is_int(i) -> bool:
+    from ..ir.symbolic import SymInt
+
+    return type(i) is int or isinstance(i, SymInt)
+
+
+def ints_first(index: tuple, ndim: int) -> tuple | None:
+    """PyTorch selects at int indices before it indexes by tensors; numpy counts an int
+    among the advanced indices, which moves the result's dims first when the int and a
+    tensor are not adjacent (`x[0, :, ids]`). (The ints over the `ndim` dims, the index
+    without them), or None when the index has no int beside a tensor."""
+    if not any(type(i) is Slot for i in index) or not any(_is_int(i) for i in index):
+        return None
+    consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+    ints = []
+    for i in index:
+        if i is Ellipsis:
+            ints += [slice(None)] * (ndim - consumed)
+        elif i is not None:
+            ints.append(i if _is_int(i) else slice(None))
+    return tuple(ints), tuple(i for i in index if not _is_int(i))
+
+
+def _region(x, idx, index):
+    """(a view of x, its index) as PyTorch applies `index`: ints first."""
+    split = ints_first(index, x.ndim)
+    if split is None:
+        return x, build_index(index, idx)
+    return x[split[0]], build_index(split[1], idx)
+
+
 def _getitem(x, *idx, index):
-    return x[build_index(index, idx)]
+    view, full = _region(x, idx, index)
+    return view[full]
 
 
 def _slice_length(d, sl: slice):
@@ -61,6 +93,9 @@ def _infer_getitem(x, *idx, index):
     from .rules import broadcast_shapes
 
     a = aval_of(x)
+    split = ints_first(index, a.ndim)
+    if split is not None:
+        return _infer_getitem(_infer_getitem(a, index=split[0]), *idx, index=split[1])
     items = list(index)
     n_consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     if n_consumed > a.ndim:
@@ -106,9 +141,9 @@ def _infer_getitem(x, *idx, index):
 def _index_scatter(g, *idx, shape, index):
     """Zeros of `shape` with `g` added at `index` (duplicates accumulate)."""
     out = np.zeros(shape, g.dtype)
-    full = build_index(index, idx)
+    view, full = _region(out, idx, index)
     if idx:
-        np.add.at(out, full, g)
+        np.add.at(view, full, g)
     else:
         out[full] = g
     return out
@@ -116,12 +151,14 @@ def _index_scatter(g, *idx, shape, index):
 
 def _setitem(x, v, *idx, index):
     out = np.array(x, copy=True)
-    out[build_index(index, idx)] = v
+    view, full = _region(out, idx, index)
+    view[full] = v
     return out
 
 
 def _setitem_inplace(x, v, *idx, index):
-    x[build_index(index, idx)] = v
+    view, full = _region(x, idx, index)
+    view[full] = v
 
 
 def _infer_setitem(x, v, *idx, index):

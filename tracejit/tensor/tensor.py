@@ -139,6 +139,15 @@ class Tensor:
     def is_cuda(self) -> bool:
         return not isinstance(self._data, np.ndarray)
 
+    @property
+    def is_cpu(self) -> bool:
+        return isinstance(self._data, np.ndarray)
+
+    # devices and layouts tracejit has no tensors for (PyTorch's queries): always False
+    is_xpu = is_mps = is_meta = is_xla = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = \
+        is_mkldnn = is_sparse = is_sparse_csr = is_quantized = is_nested = \
+        property(lambda self: False)
+
     def _host_data(self) -> np.ndarray:
         """The values as a numpy array (copied from the device for a CUDA tensor)."""
         d = self._data

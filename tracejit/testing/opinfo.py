@@ -27,7 +27,8 @@ FAST_SAMPLES = 2  # samples per dtype in the fast tier
 # ops whose outputs are random or uninitialised: only dtypes and shapes are compared
 UNDETERMINED = {"randn", "randn_like", "rand_like", "randint", "empty", "empty_like",
                 "new_empty", "nn.functional.dropout", "nn.functional.dropout2d", "normal",
-                "bernoulli", "multinomial"}
+                "bernoulli", "multinomial", "nn.functional.dropout3d",
+                "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout"}
 # ops whose samples are random when they ask for dropout: those compare dtypes and shapes
 RANDOM_WHEN: dict[str, Callable] = {
     "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0) > 0,
@@ -45,6 +46,8 @@ ADAPTERS: dict[str, Callable] = {
     "zero_": lambda x: x.clone().zero_(),  # PyTorch's sample clones before the in-place op
     "where": lambda x, condition, other, **kw: tj.where(condition, x, other, **kw),
     "nn.functional.embedding": lambda weight, idx, **kw: tj.nn.functional.embedding(
+        idx, weight, **kw),
+    "nn.functional.embedding_bag": lambda weight, idx, **kw: tj.nn.functional.embedding_bag(
         idx, weight, **kw),
 }
 
@@ -76,8 +79,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("div.floor_rounding remainder __rmod__", "grad traced", "the result does not "
              "require grad (PyTorch differentiates it: 0 for floor division, 1 for "
              "remainder's dividend)"),
-    **_known("linspace linspace.tensor_overload", FWD,
-             "integer dtypes: values rounded where PyTorch truncates"),
     **_known("linspace linspace.tensor_overload", "errors", "ValueError where PyTorch raises "
              "RuntimeError for negative steps; no error for a float steps or 1-d start and "
              "end tensors"),
@@ -89,8 +90,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("isclose", "errors", NUMBER_FIRST + "; no error for a negative rtol or atol"),
     **_known("softmax softmax.with_dtype log_softmax log_softmax.with_dtype", ALL3,
              "a zero-size dimension raises (amax over it); PyTorch returns an empty result"),
-    **_known("nn.functional.cross_entropy", ALL3, "probability targets with class weights: "
-             "values and gradients differ"),
     **_known("nn.functional.normalize norm", ALL3, "p=0 raises ZeroDivisionError (PyTorch: "
              "the count of non-zeros)"),
     **_known("nn.functional.conv3d", FWD, "float32 sums of 64 products (padding='same', "

@@ -54,17 +54,80 @@ class SequentialSampler:
 
 
 class RandomSampler:
-    """A permutation of the indices per epoch, from `generator` (tj.Generator) or the
-    global one that tj.manual_seed seeds."""
+    """Indices in random order, from `generator` (tj.Generator) or the global one that
+    tj.manual_seed seeds: a permutation per epoch, or `num_samples` of them (whole
+    permutations, then part of one), or with `replacement` `num_samples` independent
+    draws.
 
-    def __init__(self, data_source, generator=None):
-        self.data_source, self.generator = data_source, generator
+    >>> RandomSampler(dataset, replacement=True, num_samples=1000)
+    """
+
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None,
+                 generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got replacement="
+                            f"{replacement}")
+        self.data_source, self.replacement = data_source, replacement
+        self._num_samples, self.generator = num_samples, generator
+        if not isinstance(self.num_samples, int) or isinstance(self.num_samples, bool) or \
+                self.num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        return iter(_rng(self.generator).permutation(len(self.data_source)).tolist())
+        n, rng = len(self.data_source), _rng(self.generator)
+        if self.replacement:
+            return iter(rng.integers(0, n, self.num_samples).tolist())
+        whole, rest = divmod(self.num_samples, n)
+        order = [rng.permutation(n) for _ in range(whole)] + [rng.permutation(n)[:rest]]
+        return iter(np.concatenate(order).tolist())
 
     def __len__(self) -> int:
-        return len(self.data_source)
+        return self.num_samples
+
+
+class Subset(Dataset):
+    """The samples of `dataset` at `indices`, in that order."""
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, indices
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return self.dataset[[self.indices[i] for i in idx]]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def random_split(dataset, lengths, generator=None) -> list:
+    """Non-overlapping random Subsets of the given lengths, or of fractions of the
+    dataset's length (summing to 1: the floors, with what remains given one by one to
+    the first subsets).
+
+    >>> train, val = random_split(dataset, [0.8, 0.2], generator=tj.Generator().manual_seed(0))
+    """
+    n = len(dataset)
+    lengths = list(lengths)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        counts = [int(math.floor(n * frac)) for frac in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError("Sum of input lengths does not equal the length of the input "
+                         "dataset!")
+    order = _rng(generator).permutation(n).tolist()
+    out, offset = [], 0
+    for length in lengths:
+        out.append(Subset(dataset, order[offset:offset + length]))
+        offset += length
+    return out
 
 
 class DistributedSampler:
@@ -142,7 +205,7 @@ class DataLoader:
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
-        self.sampler = sampler or (RandomSampler(dataset, generator) if shuffle else
+        self.sampler = sampler or (RandomSampler(dataset, generator=generator) if shuffle else
                                    SequentialSampler(dataset))
         self.collate_fn = collate_fn or default_collate
 
