@@ -46,6 +46,8 @@ def _resolve(x, env):
 def check_guard(node, data) -> None:
     """Raise GuardMiss unless the array `data` holds the value the guard `node` saw."""
     kind, expected = node.attrs["kind"], node.attrs["expected"]
+    if not isinstance(data, np.ndarray):  # a CUDA device array: its value, on the host
+        data = data.copy_to_host()
     if kind == "array":
         if not (data.shape == expected.shape and np.array_equal(data, expected)):
             raise GuardMiss(node, "<array>")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
 from ..backends import registry as backends
@@ -454,6 +456,9 @@ def _mark_fresh(grads: list, others: list) -> None:
     keep them without a copy."""
     if not any(isinstance(g, Tensor) and g._data.size >= FRESH_MIN_SIZE for g in grads):
         return  # copying small gradients costs less than proving they are unshared
+    if not all(isinstance(t._data, np.ndarray) for t in grads + others
+               if isinstance(t, Tensor)):
+        return  # CUDA device arrays: no bases to prove it with
     taken = {id(t._data) for t in others if isinstance(t, Tensor)}
     taken |= {id(t._data.base) for t in others if isinstance(t, Tensor) and
               t._data.base is not None}
@@ -532,13 +537,15 @@ def _memory_roots(saved: list) -> set:
     for s in saved:
         if isinstance(s, Tensor):
             roots.add(id(s._data))
-            if s._data.base is not None:
-                roots.add(id(s._data.base))
+            base = getattr(s._data, "base", None)  # (a CUDA device array has none)
+            if base is not None:
+                roots.add(id(base))
     return roots
 
 
 def _shares_memory(t: Tensor, roots: set) -> bool:
-    return id(t._data if t._data.base is None else t._data.base) in roots
+    base = getattr(t._data, "base", None)
+    return id(t._data if base is None else base) in roots
 
 
 def traced_call(bt: BackwardTrace, trace, inputs: list) -> list:

@@ -234,7 +234,8 @@ class Recorder:
     def read(self, t: Tensor, kind: str):
         """bool(t), t.item(), int(t), float(t): the value becomes a guard in the graph —
         except an integer read by scripted code, which becomes a size from data."""
-        value = t._data.reshape(()).item()
+        data = t._data if isinstance(t._data, np.ndarray) else t._data.copy_to_host()
+        value = data.reshape(()).item()
         if self.script and ((kind in ("int", "item") and t._data.dtype.kind in "iu") or
                             (kind == "int" and t._data.dtype.kind == "f")):
             return self.data_size(t, int(value))

@@ -128,7 +128,7 @@ class Trace(CompiledGraph):
                                                  kind="stable")))
                             for k, t in enumerate(out_tensors)
                             if t._data.ndim > 1 and t._data.size > 1 and
-                            not t._data.flags.c_contiguous]
+                            not _c_contiguous(t._data)]
         self.out_others = [_precompile(v) for v in out_others]
         self._sized_outs = any(has_sym(v) for v in out_others)
         self.stats: dict = {}  # the owning TracedFunction's stats (set by it)
@@ -642,3 +642,8 @@ class SegmentBackwards:
 
     __repr__ = __str__
 
+
+def _c_contiguous(array) -> bool:
+    """Row-major? (a CUDA device array's flags are a dict)"""
+    flags = array.flags
+    return flags["C_CONTIGUOUS"] if isinstance(flags, dict) else flags.c_contiguous

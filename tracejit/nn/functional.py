@@ -1007,14 +1007,14 @@ def _max_unpool(input, indices, dims, kernel_size, stride, padding, output_size,
         raise RuntimeError(f"{name}: Found an invalid max index: indices must lie in "
                            f"[0, {plane}) for an output of size {list(size)}")
     values = F.reshape(x, (n, c, -1))
-    out = F.scatter_add(values, flat, 2, (n, c, plane))
+    out = F.scatter_add_raw(values, flat, 2, (n, c, plane))
     from ..tensor.creation import full_like
 
-    repeats = F.scatter_add(full_like(F.detach(values), 1), flat, 2, (n, c, plane))
+    repeats = F.scatter_add_raw(full_like(F.detach(values), 1), flat, 2, (n, c, plane))
     if bool(F.any(repeats > 1)):  # overlapping windows name a maximum more than once: it
         # is put there once, its gradient read by each (the extra copies are constants)
         extra = F.detach(values) * (1 - 1 / F.gather(repeats, 2, flat))
-        out = out - F.scatter_add(extra, flat, 2, (n, c, plane))
+        out = out - F.scatter_add_raw(extra, flat, 2, (n, c, plane))
     out = F.reshape(out, (n, c) + size)
     return F.squeeze(out, 0) if unbatched else out
 

@@ -294,7 +294,9 @@ class Tensor:
                                f"(got {self._data.size} elements for {kind}())")
         if STATE.capture is not None:
             return conv(STATE.capture.read(self, kind))
-        return conv(self._data.reshape(()).item())
+        data = self._data if isinstance(self._data, np.ndarray) else \
+            self._data.copy_to_host()  # a CUDA device array
+        return conv(data.reshape(()).item())
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
