@@ -197,6 +197,25 @@ def test_cache_reuses_entries_and_recovers_from_corruption(tmp_path, monkeypatch
     assert kernel_cache.clear() >= 1 and kernel_cache.info()["kernels"] == 0
 
 
+def test_the_cache_keeps_bytecode_where_python_is_told_to_write_none(tmp_path, monkeypatch):
+    """PYTHONDONTWRITEBYTECODE: the cache writes a module's bytecode itself (and lists it
+    in the entry's manifest), so the next process does not compile the source again."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    src = "Y = 6 * 7\n"
+    assert kernel_cache.load_module(src).Y == 42
+    pyc = list((tmp_path / "__pycache__").glob("k_*.pyc"))
+    assert len(pyc) == 1
+    sums = next(tmp_path.glob("k_*.sums")).read_text()
+    assert pyc[0].name in sums
+    for name in [n for n in sys.modules if n.startswith("tracejit_k_")]:
+        del sys.modules[name]
+    kernel_cache._LISTING.clear()  # as a new process reads the folder
+    before = pyc[0].stat().st_mtime_ns
+    assert kernel_cache.load_module(src).Y == 42  # verified, loaded from the bytecode
+    assert pyc[0].exists() and pyc[0].stat().st_mtime_ns == before
+
+
 def test_unsafe_cache_folder_is_refused_with_a_warning(tmp_path, monkeypatch):
     folder = tmp_path / "shared"
     folder.mkdir()
