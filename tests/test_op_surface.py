@@ -433,3 +433,42 @@ def test_a_compiled_bce_of_saturated_probabilities_has_pytorchs_finite_gradient(
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
     assert np.all(np.isfinite(zt.grad.numpy()))
     np.testing.assert_allclose(zt.grad.numpy(), ze.grad.numpy(), rtol=1e-5)
+
+
+@requires_torch
+def test_view_of_a_strided_tensor_follows_pytorch_s_rule():
+    """view() works wherever the strides allow the new shape (PyTorch's rule, not
+    "contiguous only") and shares memory; elsewhere it raises as PyTorch does."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((2, 3, 4, 2)).astype(np.float32)
+    views = [lambda t: t.transpose(0, 1), lambda t: t[:, :, :2], lambda t: t.permute(1, 0, 2, 3),
+             lambda t: t[:, 1:], lambda t: t.transpose(2, 3)]
+    shapes = [(-1,), (6, -1), (3, 2, 8), (3, 2, 4, 2), (2, 3, -1), (3, 16), (6, 4, 2)]
+    checked = 0
+    for make in views:
+        x, xt = make(tj.tensor(base)), make(torch.tensor(base))
+        for shape in shapes:
+            try:
+                want = xt.view(*shape)
+            except RuntimeError:
+                with pytest.raises(RuntimeError, match="view size is not compatible"):
+                    x.view(*shape)
+                continue
+            got = x.view(*shape)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+            checked += 1
+    assert checked >= 6  # (and as many refused)
+    x = tj.zeros(2, 3, 4)
+    x[:, :, :2].view(6, 2)[0, 0] = 5.0  # the view writes into x
+    assert float(x[0, 0, 0]) == 5.0
+
+
+def test_shape_errors_are_runtime_errors_as_in_pytorch_and_value_errors_as_before():
+    with pytest.raises(RuntimeError, match="broadcast"):
+        tj.ones(2, 3) + tj.ones(4)
+    with pytest.raises(ValueError, match="cannot be multiplied"):
+        tj.ones(2, 3) @ tj.ones(4, 2)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        tj.ones(2, 3) @ tj.ones(4, 2)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.errors import ShapeError
 from .registry import AVal, LINALG, register
 from .rules import aval_of, broadcast_shapes, elementwise_dtypes
 
@@ -17,7 +18,7 @@ def _infer_matmul(a, b):
     xs = (1,) + tuple(x.shape) if x.ndim == 1 else tuple(x.shape)
     ys = tuple(y.shape) + (1,) if y.ndim == 1 else tuple(y.shape)
     if xs[-1] != ys[-2]:
-        raise ValueError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} cannot be "
+        raise ShapeError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} cannot be "
                          f"multiplied ({xs[-1]} != {ys[-2]})")
     batch = broadcast_shapes("matmul", xs[:-2], ys[:-2])
     shape = batch + ((xs[-2],) if x.ndim > 1 else ()) + ((ys[-1],) if y.ndim > 1 else ())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..core.errors import ShapeError
 from ..core.float_errors import quiet, restore
 from ..ir.symbolic import SymInt, is_dynamic, known_same
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL
@@ -102,7 +103,7 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                 if d == 1:
                     continue
                 if size != 1 and d != size:
-                    raise ValueError(
+                    raise ShapeError(
                         f"{op}: shapes {' and '.join(str(tuple(x)) for x in shapes)} do not "
                         f"broadcast (size {size} vs {d} at dimension {i})")
                 size = d

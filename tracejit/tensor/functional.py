@@ -456,10 +456,25 @@ def reshape(input, *shape):
 def view(input, *shape):
     if len(shape) == 1 and isinstance(shape[0], (dt.dtype, type)):
         raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
-    if not input._data.flags.c_contiguous and input.ndim > 1:
-        raise RuntimeError("view size is not compatible with input tensor's size and stride; "
-                           "use .reshape(...) instead.")
+    if not input._data.flags.c_contiguous and input.ndim > 1 and \
+            not _viewable(input._data, shape):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
     return reshape(input, *shape)
+
+
+def _viewable(array, shape) -> bool:
+    """PyTorch's view rule on a strided array: the new shape can be read with strides
+    alone (no copy), which is when numpy can set it in place."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        array.view().shape = tuple(d.hint if isinstance(d, SymInt) else int(d)
+                                   for d in shape)
+    except (AttributeError, ValueError, TypeError):
+        return False
+    return True
 
 
 def view_as(input, other):

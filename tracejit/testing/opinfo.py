@@ -69,7 +69,7 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("arange", "errors", "no error when the step's sign disagrees with end - start; "
              "ZeroDivisionError, OverflowError and TypeError where PyTorch raises RuntimeError "
              "or ValueError"),
-    **_known("dot sum_to_size eye", "errors", "ValueError where PyTorch raises RuntimeError"),
+    **_known("eye", "errors", "ValueError where PyTorch raises RuntimeError"),
     **_known("sum_to_size", "forward", "int32 and bool inputs keep their dtype (PyTorch sums "
              "integers to int64)"),
     **_known("sum_to_size", "traced", "int32 and bool inputs keep their dtype; the trace does "
