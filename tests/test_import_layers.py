@@ -108,3 +108,13 @@ def test_the_leaf_packages_stay_leaves():
     graph = import_graph()
     for unit in ("dtypes", "_startup", "core"):
         assert not graph.get(unit), (unit, graph.get(unit))
+
+
+def test_the_ir_and_the_code_generators_never_import_the_eager_runtime():
+    """Passes fold constants on arrays and take the user's frame from core/: the IR and
+    codegen import neither tensors, autograd nor capture (backends/ still do: the
+    interpreter runs graphs through eager dispatch)."""
+    graph = import_graph()
+    for unit in ("ir", "codegen"):
+        assert not graph.get(unit, set()) & {"tensor", "autograd", "capture"}, (
+            unit, sorted(graph[unit]))

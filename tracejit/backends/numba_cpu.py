@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ..tensor.dispatch import user_stacklevel
+from ..core.diagnostics import user_stacklevel
 from ..ir.graph import Graph, Value
 from ..ir.symbolic import SymInt, plain_symbol
 from ..ir.passes.fuse import column_sum

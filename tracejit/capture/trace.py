@@ -20,7 +20,7 @@ from ..backends.interpret import GuardMiss, _precompile, _resolve
 from ..ir.symbolic import has_sym, hint_of
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
-from ..tensor.dispatch import user_stacklevel
+from ..core.diagnostics import user_stacklevel
 from ..tensor.tensor import Tensor
 from .compiled import CompiledGraph, log, program_for as _program_for
 from .guards import EntryGuards, Guard

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import operator
 import re
-
 from typing import Callable
+
+from ..core.diagnostics import user_frame
 
 # A polynomial: {monomial: coefficient}, a monomial a sorted tuple of symbol names
 # (repeated for powers); () is the constant term.
@@ -500,7 +501,6 @@ def make(hint: int, poly: Poly | None, recorder, opaque: str | None) -> "SymInt 
 def _refuse_large(size: SymInt) -> int:
     """Stop recording (the rest of the call runs eagerly, the function is not traced) and
     go on with the size's value."""
-    from ..tensor.dispatch import user_frame
 
     src = size.source()
     size.recorder.abort(

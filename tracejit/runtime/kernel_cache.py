@@ -67,7 +67,7 @@ def cache_dir() -> Path | None:
 def _warn_once(root, message: str) -> None:
     if str(root) not in _warned_unsafe:
         _warned_unsafe.add(str(root))
-        from ..tensor.dispatch import user_stacklevel
+        from ..core.diagnostics import user_stacklevel
 
         warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
 

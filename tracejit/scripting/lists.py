@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ir.graph import LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK, ListType, Value
 from ..ir.symbolic import SymInt, hint_of, is_dynamic, same_dim
-from ..tensor.dispatch import user_frame
+from ..core.diagnostics import user_frame
 from ..tensor.tensor import Tensor
 from . import control_flow as cf
 

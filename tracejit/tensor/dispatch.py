@@ -6,7 +6,6 @@ eager execution does.
 """
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numpy as np
@@ -14,6 +13,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
+from ..core.diagnostics import PACKAGE_DIR, user_frame, user_stacklevel  # noqa: F401
 from ..core.float_errors import quiet, restore
 from ..ir.symbolic import SymInt
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
@@ -31,7 +31,7 @@ _from_np = dt._BY_NP
 # Python scalars as operands; a size outside a recording (the eager iterations that finish a
 # scripted loop, reading a size taken before it) is the int it stands for
 _SCALAR_CATEGORY = {bool: 0, int: 1, float: 2, SymInt: 1}
-_PACKAGE_DIR = __file__.rsplit("/", 2)[0]
+_PACKAGE_DIR = PACKAGE_DIR
 
 
 def _compute_dtype(op, args, attrs=None):
@@ -343,23 +343,6 @@ def _record_binary(op, x: Tensor, y, out: Tensor) -> Node:
 
 
 _NO_EDGE = (None, 0)
-
-
-def user_stacklevel() -> int:
-    """The `stacklevel` that attributes a warning to the first caller outside tracejit
-    (call it in the argument list of warnings.warn)."""
-    f, level = sys._getframe(1), 1
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-        f, level = f.f_back, level + 1
-    return level
-
-
-def user_frame() -> str:
-    """file:line of the innermost caller outside the tracejit package."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-        f = f.f_back
-    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
 
 
 def _mark_view(op, src: Tensor, attrs, t: Tensor):
