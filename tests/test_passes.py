@@ -309,3 +309,26 @@ def test_cse_tells_folded_constants_of_one_shape_apart():
     folded = dce(fold_constants(g))
     assert ops(folded).count("constant") == 2
     same_numbers(g, cse(folded), tj.tensor([1.0, -2.0]))
+
+
+def test_one_effect_rule_decides_what_each_pass_may_do():
+    from tracejit.ir.effects import CHECK, INDICES, RANDOM_DRAW, effects, foldable, \
+        mergeable, movable
+
+    def f(x, i):
+        if bool(x.sum() > 0):  # a value guard
+            x = x + 1
+        return x[i] + tj.rand(2), tj.nonzero(x)
+
+    g = tj.trace(f, (tj.ones(3), tj.tensor([0, 2]))).graph
+    kinds = {n.op: effects(n) for n in g.nodes}
+    assert CHECK in kinds["guard"] and not mergeable(next(n for n in g.nodes
+                                                          if n.op == "guard"))
+    assert RANDOM_DRAW in kinds["rand"]
+    assert INDICES in kinds["getitem"]
+    add = next(n for n in g.nodes if n.op == "add")
+    assert mergeable(add) and foldable(add) and movable(add)
+    getitem = next(n for n in g.nodes if n.op == "getitem")
+    assert mergeable(getitem) and not movable(getitem)  # the same check twice is one
+    rand = next(n for n in g.nodes if n.op == "rand")
+    assert not (mergeable(rand) or foldable(rand) or movable(rand))

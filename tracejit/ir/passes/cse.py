@@ -4,9 +4,8 @@ Regions of branches and loops are closed graphs: each is deduplicated on its own
 (what a region computes is never merged with a value outside it)."""
 from __future__ import annotations
 
-from ...ops import OPS
-from ...ops.registry import RANDOM
-from ..graph import BIND, GUARD, LIST_OPS, RAISE, Graph, Value
+from ..effects import mergeable
+from ..graph import GUARD, Graph, Value
 from .rewrite import Builder, attrs_key, value_key
 
 
@@ -14,9 +13,7 @@ def cse(graph: Graph) -> Graph:
     b = Builder(graph, "cse", recurse=cse)
     seen: dict = {}
     for node in graph.nodes:
-        pure = node.op not in (GUARD, BIND, RAISE) and node.op not in LIST_OPS and \
-            not (node.op in OPS and OPS[node.op].kind == RANDOM) and not node.regions
-        if pure:
+        if mergeable(node):
             inputs = [b.get(x) for x in node.inputs]
             key = (node.op, node.grad_mode, tuple(id(x) if isinstance(x, Value) else
                                                   value_key(x) for x in inputs),

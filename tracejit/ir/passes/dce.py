@@ -10,10 +10,9 @@ sizes are read is known for the whole graph, regions included. A loop stops carr
 value nothing after it reads and that inside it only feeds itself."""
 from __future__ import annotations
 
-from ...ops import OPS
 from ...ops.indexing import Slot
-from ...ops.registry import RANDOM
-from ..graph import (BIND, CONTROL, GUARD, LIST_GET, LIST_LEN, LIST_STACK, LOOP, RAISE, Graph,
+from ..effects import CHECK, INDICES, RANDOM_DRAW, effects
+from ..graph import (BIND, CONTROL, LIST_GET, LIST_LEN, LIST_STACK, LOOP, Graph,
                      Value, symbols_bound, symbols_in_values)
 from .rewrite import Builder
 
@@ -22,7 +21,8 @@ _BINDERS = (BIND, LIST_LEN, LIST_STACK, LIST_GET)  # nodes that bind size symbol
 
 
 def _has_effect(node, used: set) -> bool:
-    if node.op in (GUARD, RAISE):
+    found = effects(node)
+    if CHECK in found:
         return True
     if node.op in _BINDERS and symbols_bound(node) & used:
         return True  # a size later nodes read
@@ -31,10 +31,11 @@ def _has_effect(node, used: set) -> bool:
                 node.attrs.get("binds"):
             return True  # it binds sizes later nodes may read
         return any(_has_effect(n, used) for r in node.regions for n in r.nodes)
-    op = OPS[node.op] if node.op in OPS else None
-    if op is None or not (op.kind == RANDOM or op.checks_indices):
+    if RANDOM_DRAW in found:
+        return True
+    if INDICES not in found:
         return False
-    if op.kind == RANDOM or "index" not in node.attrs:  # gather, scatter_add: an index input
+    if "index" not in node.attrs:  # gather, scatter_add: an index input
         return True
     return any(isinstance(i, Slot) for i in node.attrs["index"])  # tensors in the index
 

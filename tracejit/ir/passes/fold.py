@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops import OPS
-from ...ops.registry import RANDOM
 from ...ops.rules import run_on_arrays
-from ..graph import GUARD, Graph, Value
+from ..effects import foldable
+from ..graph import Graph, Value
 from ..symbolic import has_sym
 from .rewrite import Builder
 
@@ -21,8 +21,7 @@ def fold_constants(graph: Graph) -> Graph:
     known: dict = {}  # new Value -> ndarray
     for node in graph.nodes:
         inputs = [b.get(x) for x in node.inputs]
-        pure = node.op != GUARD and node.op in OPS and OPS[node.op].kind != RANDOM \
-            and node.op != "constant"
+        pure = foldable(node)
         concrete = not has_sym(tuple(node.attrs.values())) and not has_sym(tuple(inputs))
         known_inputs = all(not isinstance(x, Value) or x in known for x in inputs)
         if pure and concrete and known_inputs:

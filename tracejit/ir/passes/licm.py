@@ -8,8 +8,7 @@ on the iteration (the index, carried sizes, sizes bound inside the body).
 """
 from __future__ import annotations
 
-from ...ops import OPS
-from ...ops.registry import RANDOM
+from ..effects import movable
 from ..graph import IF, LOOP, Graph, Value, symbols_bound, symbols_in_values
 from .rewrite import Builder
 
@@ -39,12 +38,6 @@ def _bound_inside(region: Graph) -> set:
     return out
 
 
-def _movable(n) -> bool:
-    op = OPS[n.op] if n.op in OPS else None
-    return op is not None and op.kind != RANDOM and not op.checks_indices and \
-        not op.data_dependent and not n.regions
-
-
 def _hoist_from(b: Builder, node) -> None:
     regions = [hoist_invariants(r) for r in node.regions]
     body = regions[-1]
@@ -56,7 +49,7 @@ def _hoist_from(b: Builder, node) -> None:
     for n in body.nodes:
         reads = [x for x in n.inputs if isinstance(x, Value)]
         sizes = symbols_in_values((n.inputs, tuple(n.attrs.values()), [v.shape for v in n.outputs]))
-        if _movable(n) and all(x in invariant or x in hoisted for x in reads) and \
+        if movable(n) and all(x in invariant or x in hoisted for x in reads) and \
                 not sizes & varying:
             moved.append(n)
             moved_ids.add(id(n))
