@@ -472,3 +472,18 @@ def test_shape_errors_are_runtime_errors_as_in_pytorch_and_value_errors_as_befor
         tj.ones(2, 3) @ tj.ones(4, 2)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         tj.ones(2, 3) @ tj.ones(4, 2)
+
+
+def test_a_batch_of_matrices_times_one_matrix_with_an_empty_batch():
+    """[B, M, K] @ [K, N] runs as one product of the rows; an empty batch still works
+    (a reshape to (-1, K) cannot tell the rows of zero elements)."""
+    for shape in [(0, 3, 4), (2, 0, 4), (2, 3, 4)]:
+        a = tj.randn(*shape, requires_grad=True)
+        w = tj.randn(4, 5, requires_grad=True)
+        out = a @ w
+        assert tuple(out.shape) == shape[:-1] + (5,)
+        out.sum().backward()
+        np.testing.assert_allclose(
+            w.grad.numpy(), a.detach().numpy().reshape(-1, 4).T @ np.ones(
+                (int(np.prod(shape[:-1])), 5), np.float32), rtol=1e-5, atol=1e-6)
+        assert tuple(a.grad.shape) == shape

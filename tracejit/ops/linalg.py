@@ -1,6 +1,8 @@
 """matmul with numpy's 1-D and batch-broadcasting semantics."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core.errors import ShapeError
@@ -60,7 +62,8 @@ def _matmul(a, b):
         # a batch of matrices times one matrix (a linear layer over [T, B, F]): one
         # product of the rows, where numpy's matmul makes one per matrix of the batch
         # ([16, 8, 64] @ [64, 1000]: 860 us so, against one [128, 64] product)
-        return _matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+        rows = math.prod(a.shape[:-1])  # (not -1: a size of 0 leaves it undecided)
+        return _matmul(a.reshape(rows, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
     return np.matmul(a, b)
 
 
@@ -83,8 +86,9 @@ def _matmul_vjp(g, out, a, b):
     if need_b and b.ndim == 2 and a.ndim > 2:
         # one matrix shared by a batch: its gradient sums the batch's products, which is
         # one product of the rows stacked (no [batch, K, N] temporary to reduce)
-        rows_a = F.reshape(a, (-1, a.shape[-1]))
-        rows_g = F.reshape(g, (-1, g.shape[-1]))
+        rows = math.prod(a.shape[:-1])  # (not -1: a size of 0 leaves it undecided)
+        rows_a = F.reshape(a, (rows, a.shape[-1]))
+        rows_g = F.reshape(g, (rows, g.shape[-1]))
         return ga, F.matmul(F.transpose(rows_a, -1, -2), rows_g)
     gb = F.matmul(F.transpose(a, -1, -2), g) if need_b else None
     return ga, gb
