@@ -15,10 +15,20 @@ demo: $(VENV)/.installed
 	$(PY) -m tracejit demo
 
 # the CUDA backend's tests run in a process of their own, on Numba's CUDA simulator (it
-# must be switched on before Numba's first import) unless a GPU is there
+# must be switched on before Numba's first import) unless a GPU is there; they run beside
+# the rest of the suite (the simulator keeps one core busy, the suite mostly the other),
+# and their output follows the suite's
+SUITE ?=
+CUDA_SUITE ?= tests/cuda_backend
 test: $(VENV)/.installed
-	$(PY) -m pytest
-	NUMBA_ENABLE_CUDASIM=$${NUMBA_ENABLE_CUDASIM:-1} $(PY) -m pytest tests/cuda_backend
+	@log=$$(mktemp); \
+	NUMBA_ENABLE_CUDASIM=$${NUMBA_ENABLE_CUDASIM:-1} $(PY) -m pytest -q $(CUDA_SUITE) \
+		>$$log 2>&1 & cuda=$$!; \
+	$(PY) -m pytest $(SUITE); suite=$$?; \
+	wait $$cuda; sim=$$?; \
+	echo "--- $(CUDA_SUITE), on Numba's CUDA simulator unless a GPU is there:"; \
+	cat $$log; rm -f $$log; \
+	test $$suite -eq 0 && test $$sim -eq 0
 
 # the fast tier: every test that compiles nothing with Numba (tests/conftest.py, --fast)
 test-fast: $(VENV)/.installed
