@@ -332,3 +332,15 @@ def test_one_effect_rule_decides_what_each_pass_may_do():
     assert mergeable(getitem) and not movable(getitem)  # the same check twice is one
     rand = next(n for n in g.nodes if n.op == "rand")
     assert not (mergeable(rand) or foldable(rand) or movable(rand))
+
+
+def test_a_sum_of_products_as_long_as_a_long_loop_is_still_one_product():
+    def f(hs, w):
+        total = hs[0] @ w
+        for h in hs[1:]:
+            total = total + h @ w
+        return total * 2
+
+    hs = [tj.randn(2, 3) for _ in range(1500)]  # deeper than Python's recursion limit
+    g = dce(simplify(recorded(f, hs, tj.randn(3, 4))))
+    assert ops(g).count("matmul") == 1 and ops(g).count("add") == 0

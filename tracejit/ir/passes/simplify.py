@@ -129,18 +129,22 @@ def _shared_transposed_weight(b: Builder, node, users) -> Value | None:
 
 
 def _terms(v: Value, producers_old: dict, users) -> list[Value]:
-    """The values an add chain ending at v sums (v itself when its producer is not an
-    add of two values of its own shape); inner adds must have no other use."""
-    p = producers_old.get(v)
-    if p is None or p.op != "add" or not all(
-            isinstance(x, Value) and tuple(x.shape) == tuple(v.shape) and
-            x.dtype == v.dtype for x in p.inputs):
+    """The values an add chain ending at v sums, left to right (v itself when its
+    producer is not an add of two values of its own shape); inner adds must have no other
+    use. Iterative: a chain may be as long as a program's loop."""
+    def inner_add(x) -> bool:
+        p = producers_old.get(x)
+        return p is not None and p.op == "add" and all(
+            isinstance(y, Value) and tuple(y.shape) == tuple(v.shape) and y.dtype == v.dtype
+            for y in p.inputs)
+
+    if not inner_add(v):
         return [v]
-    out = []
-    for x in p.inputs:
-        inner = producers_old.get(x)
-        if inner is not None and inner.op == "add" and len(users.get(x, ())) == 1:
-            out += _terms(x, producers_old, users)
+    out, stack = [], list(reversed(producers_old[v].inputs))
+    while stack:
+        x = stack.pop()
+        if inner_add(x) and len(users.get(x, ())) == 1:
+            stack.extend(reversed(producers_old[x].inputs))
         else:
             out.append(x)
     return out
