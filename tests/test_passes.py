@@ -335,12 +335,22 @@ def test_one_effect_rule_decides_what_each_pass_may_do():
 
 
 def test_a_sum_of_products_as_long_as_a_long_loop_is_still_one_product():
-    def f(hs, w):
+    def f(hs, gs):
+        total = hs[0].t() @ gs[0]
+        for h, g in zip(hs[1:], gs[1:]):
+            total = total + h.t() @ g
+        return total * 2
+
+    n = 1500  # deeper than Python's recursion limit
+    hs, gs = [tj.randn(2, 3) for _ in range(n)], [tj.randn(2, 4) for _ in range(n)]
+    g = dce(simplify(recorded(f, hs, gs)))
+    assert ops(g).count("matmul") == 1 and ops(g).count("add") == 0
+
+    def shared(hs, w):  # one weight for every term: stacking it n times would cost n copies
         total = hs[0] @ w
         for h in hs[1:]:
             total = total + h @ w
         return total * 2
 
-    hs = [tj.randn(2, 3) for _ in range(1500)]  # deeper than Python's recursion limit
-    g = dce(simplify(recorded(f, hs, tj.randn(3, 4))))
-    assert ops(g).count("matmul") == 1 and ops(g).count("add") == 0
+    kept = dce(simplify(recorded(shared, hs[:4], tj.randn(3, 4))))
+    assert ops(kept).count("matmul") == 4

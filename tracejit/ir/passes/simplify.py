@@ -179,6 +179,8 @@ def _summed_products(b: Builder, node, producers_old, users, stacks: dict) -> Va
             return None
         lefts.append(mm.inputs[0])
         rights.append(mm.inputs[1])
+    if len(set(map(id, lefts))) < len(lefts) or len(set(map(id, rights))) < len(rights):
+        return None  # a shared operand would be stacked once per use
     out = node.outputs[0]
 
     def stack(values: list, dim: int) -> Value:
