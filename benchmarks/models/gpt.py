@@ -15,12 +15,7 @@ SIZES = {"small": dict(vocab=65, n_layer=2, n_embd=64, n_head=4, block=32, batch
                        dropout=0.1)}
 TITLE = "GPT char model ({n_layer} layers x {n_embd}, {n_head} heads, batch {batch} x " \
         "{block} tokens, AdamW)"
-# minGPT builds its mask with torch.tril(torch.ones(T, T)); tracejit has no tril, so the
-# same 0/1 lower-triangular matrix is built from an arange comparison
-# minGPT views the split q, k, v as heads; tracejit's view refuses these strided
-# slices (PyTorch's accepts them), so they are reshaped
-NOTES = ["causal mask built as (arange[:, None] >= arange[None, :]): tracejit has no tril",
-         "q, k, v .reshape'd, not .view'ed: tracejit's view refuses a split's slice"]
+NOTES: list = []  # written as minGPT writes it: tril mask, views of the split q, k, v
 
 
 def build(lib, cfg):
@@ -34,16 +29,14 @@ def build(lib, cfg):
             self.c_proj = nn.Linear(C, C)
             self.attn_dropout = nn.Dropout(cfg["dropout"])
             self.resid_dropout = nn.Dropout(cfg["dropout"])
-            i = lib.arange(T)
-            self.register_buffer("bias", (i.view(T, 1) >= i.view(1, T)).float()
-                                 .view(1, 1, T, T))
+            self.register_buffer("bias", lib.tril(lib.ones(T, T)).view(1, 1, T, T))
 
         def forward(self, x):
             B, T_, C_ = x.size()
             q, k, v = self.c_attn(x).split(C, dim=2)
-            k = k.reshape(B, T_, H, C_ // H).transpose(1, 2)
-            q = q.reshape(B, T_, H, C_ // H).transpose(1, 2)
-            v = v.reshape(B, T_, H, C_ // H).transpose(1, 2)
+            k = k.view(B, T_, H, C_ // H).transpose(1, 2)
+            q = q.view(B, T_, H, C_ // H).transpose(1, 2)
+            v = v.view(B, T_, H, C_ // H).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
             att = att.masked_fill(self.bias[:, :, :T_, :T_] == 0, float("-inf"))
             att = F.softmax(att, dim=-1)
