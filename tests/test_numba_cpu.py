@@ -63,6 +63,7 @@ def test_non_contiguous_inputs():
     np.testing.assert_allclose(f(x, b).numpy(), chain(x, b).numpy(), rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.compile
 def test_strided_views_of_the_loop_shape_run_the_flat_kernel_on_copies(monkeypatch):
     def gates(x, w):  # an LSTM cell's gates: four column chunks of one product
         i, f, g, o = (x @ w).chunk(4, 1)
