@@ -201,12 +201,10 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     return F.add(input, F.div(prod, tensor2))
 
 
-def addcmul_(self, tensor1, tensor2, *, value=1):
-    return F.copy_(self, addcmul(self, tensor1, tensor2, value=value))
+addcmul_ = F.inplace_of(addcmul)
 
 
-def addcdiv_(self, tensor1, tensor2, *, value=1):
-    return F.copy_(self, addcdiv(self, tensor1, tensor2, value=value))
+addcdiv_ = F.inplace_of(addcdiv)
 
 
 _GREATEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
@@ -246,8 +244,7 @@ def logit(input, eps: float | None = None):
     return F.log(p / (1 - p))
 
 
-def logit_(self, eps: float | None = None):
-    return F.copy_(self, logit(self, eps))
+logit_ = F.inplace_of(logit)
 
 
 def frac(input):
@@ -256,8 +253,7 @@ def frac(input):
     return input - apply(OPS.trunc, input)
 
 
-def frac_(self):
-    return F.copy_(self, frac(self))
+frac_ = F.inplace_of(frac)
 
 
 _DEG = math.pi / 180.0
@@ -311,8 +307,7 @@ def heaviside(input, values):
     return apply(OPS.heaviside, input, values)
 
 
-def heaviside_(self, values):
-    return F.copy_(self, heaviside(self, values))
+heaviside_ = F.inplace_of(heaviside)
 
 
 def _nan_ignoring(op):

@@ -998,6 +998,16 @@ def _inplace(op):
     return fn
 
 
+def inplace_of(fn):
+    """The in-place form of a composite `fn` (`x.fn_(...)`): its result written into the
+    tensor, which autograd sees as one `copy_`."""
+    def method(self, *args, **kwargs):
+        return copy_(self, fn(self, *args, **kwargs))
+    method.__name__ = fn.__name__ + "_"
+    method.__doc__ = f"In-place `{fn.__name__}`."
+    return method
+
+
 def add_(self, other, *, alpha=1):
     return apply_inplace(OPS.add, self, _operand(other if alpha == 1 else other * alpha))
 

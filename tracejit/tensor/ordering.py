@@ -822,23 +822,15 @@ def bernoulli(input, p=None, *, generator=None):
 
 
 # ---- in-place forms and Tensor methods -----------------------------------------------------
-def _inplace(fn):
-    def method(self, *args, **kwargs):
-        return F.copy_(self, fn(self, *args, **kwargs))
-    method.__name__ = fn.__name__ + "_"
-    method.__doc__ = f"In-place `{fn.__name__}`."
-    return method
-
-
-scatter_ = _inplace(scatter)
-scatter_add_ = _inplace(scatter_add)
-scatter_reduce_ = _inplace(scatter_reduce)
-index_add_ = _inplace(index_add)
-index_copy_ = _inplace(index_copy)
-index_fill_ = _inplace(index_fill)
-masked_scatter_ = _inplace(masked_scatter)
-cumsum_ = _inplace(cumsum)
-cumprod_ = _inplace(cumprod)
+scatter_ = F.inplace_of(scatter)
+scatter_add_ = F.inplace_of(scatter_add)
+scatter_reduce_ = F.inplace_of(scatter_reduce)
+index_add_ = F.inplace_of(index_add)
+index_copy_ = F.inplace_of(index_copy)
+index_fill_ = F.inplace_of(index_fill)
+masked_scatter_ = F.inplace_of(masked_scatter)
+cumsum_ = F.inplace_of(cumsum)
+cumprod_ = F.inplace_of(cumprod)
 
 __all__ = ["argsort", "sort", "msort", "topk", "kthvalue", "median", "nanmedian", "cumsum",
            "cumprod", "cummax", "cummin", "logcumsumexp", "scatter", "scatter_add",
