@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.float_errors import quiet, restore
 from ..ir.graph import FUSED, GUARD, Graph, Value, symbols_read
-from ..runtime import events
+from ..runtime import events, memory
 from ..runtime.events import ACTIVE as _EVENTS
 from ..ir.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
@@ -36,6 +36,7 @@ from ..ops.registry import ELEMENTWISE, AVal
 from ..ops.rules import compute_dtype
 from ..ops.scalar import IDENTITY
 from .interpret import check_guard
+from .numba_loops import loop_kernel
 from .numba_cpu import RowKernel, Unsupported, compile_region, row_frame, size_params
 
 
@@ -152,11 +153,15 @@ class HostProgram:
 
     def run(self, tensors: list) -> list:
         token = quiet()  # inf and nan are results, as in eager ops (core/float_errors.py)
+        # the program's arrays come from tracejit's pool (runtime/memory.py)
+        previous = memory.use_pool() if _POOL[0] or _pool_first() else None
         try:
             if _EVENTS[0]:
                 return self._run_profiled(tensors)
             return list(self.run_tensors(*tensors))
         finally:
+            if previous is not None:
+                memory.restore_allocator(previous)
             restore(token)
 
     def _run_profiled(self, tensors: list) -> list:
@@ -172,7 +177,7 @@ class HostProgram:
                 _same_type(node.inputs[0], node.outputs[0]):
             em.lines.append(f"{out} = {args[0]}  # {node.op}")  # an element identity
             return
-        fn = em.const(op.impl, "f")
+        fn = em.const(loop_kernel(op) if op.loops else op.impl, "f")
         if op.kind == ELEMENTWISE:
             args = _promote(em, op, node, args)
         if node.attrs and not has_sym(tuple(node.attrs.values())):
@@ -224,6 +229,15 @@ class HostProgram:
             call += f", [{', '.join(x or 'None' for x in into)}])" if into and any(into) \
                 else ")"
         em.lines.append(f"{''.join(o + ', ' for o in outs)}= {call}  # fused {node.source}")
+
+
+_POOL = [False, False]  # [the pool is on, decided]
+
+
+def _pool_first() -> bool:
+    if not _POOL[1]:
+        _POOL[:] = [memory.pool_enabled(), True]
+    return _POOL[0]
 
 
 def _instrumented(source: str, ns: dict, name: str):

@@ -39,6 +39,25 @@ COMPARE = "compare"    # compute in the promoted dtype, return bool
 LOGICAL = "logical"    # compute in and return bool
 
 
+@dataclass(frozen=True)
+class Loops:
+    """An op as one loop nest over arrays, for the ops a kernel plan cannot express (a
+    gather through window offsets, the sum of overlapping windows).
+
+    `body(*args)` is plain Python over numpy arrays and numbers, writing its outputs in
+    place: loops, indexing, arithmetic, `prange` (numba's; `range` outside a compiled
+    kernel) over the loop whose iterations may run on threads (each writes its own
+    elements). It is device-neutral source: the Numba CPU backend compiles it as it is
+    (a threaded and a serial twin, in the disk cache, in the background), and it runs
+    uncompiled in the tests as the oracle's twin. `args(*arrays, **attrs)` makes the
+    outputs and the body's arguments for one call — (outputs, args) — or returns None
+    where the body does not apply (a dtype it does not handle): impl runs then, as it
+    does in eager execution, on the interpreter and while the body compiles."""
+
+    body: Callable
+    args: Callable
+
+
 @dataclass(eq=False, slots=True)
 class OpDef:
     """Everything tracejit knows about one primitive.
@@ -57,6 +76,8 @@ class OpDef:
         (clamp's bounds); None: no kernel computes it per element
     monoid                                  reductions: how elements combine
         (ops/scalar.py: SUM, MEAN, PROD, MAX, MIN); None: not a fusable reduction
+    loops                                   an op no plan expresses (im2col, col2im) as
+        a loop nest over arrays (`Loops`): compiled backends run it instead of impl
     saves / save_out                        which inputs (and whether the output)
         the vjp reads: these are kept alive and version-checked
     """
@@ -98,6 +119,7 @@ class OpDef:
     checks_indices: bool = False  # raises for out-of-range values of its index tensors (no
                                   # shape rule can tell): kept even when its result is unused
     inplace: Callable | None = None  # writes into its first array (setitem); else copy back
+    loops: Loops | None = None   # the op as a loop nest that compiled backends run (below)
     api: tuple = ()              # what the frontend makes of it without a line of its own:
                                  # "function" (tj.NAME), "method" (Tensor.NAME), "inplace"
                                  # (Tensor.NAME_); elementwise ops of one or two operands

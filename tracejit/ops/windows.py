@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import INDEX, AVal, register
+from .registry import INDEX, AVal, Loops, register
 from .rules import aval_of
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
+prange = range  # numba.prange where the loop bodies below are compiled
 
 
 def out_size(size, k: int, s: int, p: int, d: int, ceil_mode: bool = False):
@@ -121,6 +122,74 @@ def _fold(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
     return out
 
 
+# ---- the same two ops as loop nests (compiled by the CPU backend; ops/registry.Loops) --
+# One pass over the output, each (image, channel) plane an iteration that may run on its
+# own thread. The sums of fold2d add each element's windows in the order _fold does, so
+# both give the same bits. (A test per column, not a range of columns worked out per
+# offset: Numba compiles the loop with the test 3-6x faster.)
+
+def unfold2d_loops(x, out, kh, kw, sh, sw, ph, pw, dh, dw, fill):
+    n_, c_, h_, w_ = x.shape
+    oh_, ow_ = out.shape[4], out.shape[5]
+    for nc in prange(n_ * c_):
+        n = nc // c_
+        c = nc - n * c_
+        for i in range(kh):
+            for j in range(kw):
+                for oh in range(oh_):
+                    h = oh * sh + i * dh - ph
+                    if h < 0 or h >= h_:
+                        for ow in range(ow_):
+                            out[n, c, i, j, oh, ow] = fill
+                        continue
+                    for ow in range(ow_):
+                        w = ow * sw + j * dw - pw
+                        out[n, c, i, j, oh, ow] = x[n, c, h, w] if w >= 0 and w < w_ \
+                            else fill
+
+
+def fold2d_loops(g, out, kh, kw, sh, sw, ph, pw, dh, dw):
+    n_, c_, h_, w_ = out.shape
+    oh_, ow_ = g.shape[4], g.shape[5]
+    for nc in prange(n_ * c_):
+        n = nc // c_
+        c = nc - n * c_
+        for h in range(h_):
+            for w in range(w_):
+                out[n, c, h, w] = 0
+        for i in range(kh):
+            for j in range(kw):
+                for oh in range(oh_):
+                    h = oh * sh + i * dh - ph
+                    if h < 0 or h >= h_:
+                        continue
+                    for ow in range(ow_):
+                        w = ow * sw + j * dw - pw
+                        if w >= 0 and w < w_:
+                            out[n, c, h, w] += g[n, c, i, j, oh, ow]
+
+
+_LOOP_DTYPES = frozenset("float32 float64 int8 int16 int32 int64 uint8".split())
+
+
+def _unfold_args(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
+    if x.dtype.name not in _LOOP_DTYPES:
+        return None
+    n, c, h, w = x.shape
+    oh, ow = out_sizes(x.shape, kernel, stride, padding, dilation, ceil_mode)
+    _check_size(h, w, oh, ow, kernel, padding)
+    out = np.empty((n, c) + tuple(kernel) + (oh, ow), x.dtype)
+    return (out,), (np.ascontiguousarray(x), out, *kernel, *stride, *padding, *dilation,
+                    x.dtype.type(_fill(value, x.dtype)))
+
+
+def _fold_args(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
+    if g.dtype.name not in _LOOP_DTYPES:
+        return None
+    out = np.empty(shape, g.dtype)
+    return (out,), (np.ascontiguousarray(g), out, *kernel, *stride, *padding, *dilation)
+
+
 def _infer_fold(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
     a = aval_of(g)
     want = tuple(shape[:2]) + tuple(kernel) + out_sizes(shape, kernel, stride, padding,
@@ -135,8 +204,8 @@ def _infer_fold(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
 register("unfold2d", INDEX, _unfold, _infer_unfold,
          lambda g, out, x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False: (
              F.fold2d(g, tuple(x.shape), kernel, stride, padding, dilation, ceil_mode),),
-         saves=(), grad_name="Im2ColBackward0")
+         saves=(), grad_name="Im2ColBackward0", loops=Loops(unfold2d_loops, _unfold_args))
 register("fold2d", INDEX, _fold, _infer_fold,
          lambda g, out, w, shape, kernel, stride, padding, dilation, ceil_mode=False: (
              F.unfold2d(g, kernel, stride, padding, dilation, ceil_mode=ceil_mode),),
-         saves=(), grad_name="Col2ImBackward0")
+         saves=(), grad_name="Col2ImBackward0", loops=Loops(fold2d_loops, _fold_args))

@@ -31,12 +31,21 @@ import os
 
 import numpy as np
 
-_HEADER = 16  # bytes before each block: its size (keeps numpy's 16-byte alignment)
+_HEADER = 16  # bytes before each block: its size and its pool capacity (0: not pooled;
+              # 16 bytes keep numpy's alignment)
 
-# the handler's state, read by the IR through `ctx`: numpy's allocator it forwards to,
-# then the counters
-_CTX, _MALLOC, _CALLOC, _REALLOC, _FREE, _CURRENT, _PEAK, _COUNT = range(8)
-_STATE = (ctypes.c_int64 * 8)()
+# the handlers' state, read by the IR through `ctx`: numpy's allocator they forward to,
+# the counters, then the pool (below): its lock, the bytes it holds, its limit, how many
+# allocations it served, the slot it evicts next, and its slots (capacity, block) from
+# _SLOT0 on
+(_CTX, _MALLOC, _CALLOC, _REALLOC, _FREE, _CURRENT, _PEAK, _COUNT, _LOCK, _HELD, _LIMIT,
+ _HITS, _CURSOR) = range(13)
+_SLOT0 = 16
+SLOTS = 512               # blocks the pool keeps at most
+POOL_MIN = 1 << 15        # blocks of this many bytes and more are pooled
+PAGE = 4096               # pooled capacities are whole pages
+POOL_LIMIT = 1 << 29      # bytes the pool keeps at most (blocks beyond it are freed)
+_STATE = (ctypes.c_int64 * (_SLOT0 + 2 * SLOTS))()
 
 
 class _Allocator(ctypes.Structure):
@@ -51,7 +60,7 @@ class _Handler(ctypes.Structure):
 
 
 _IR = r"""
-%state = type [8 x i64]
+%state = type [STATE x i64]
 
 define internal i8* @fwd_malloc(%state* %s, i64 %n) {
   %f.p = getelementptr %state, %state* %s, i64 0, i64 1
@@ -64,7 +73,7 @@ define internal i8* @fwd_malloc(%state* %s, i64 %n) {
   ret i8* %r
 }
 
-define internal i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %delta) {
+define internal i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %delta, i64 %cap) {
   %null = icmp eq i8* %raw, null
   br i1 %null, label %fail, label %ok
 fail:
@@ -72,6 +81,8 @@ fail:
 ok:
   %h = bitcast i8* %raw to i64*
   store i64 %size, i64* %h
+  %capat = getelementptr i64, i64* %h, i64 1
+  store i64 %cap, i64* %capat
   %cur.p = getelementptr %state, %state* %s, i64 0, i64 5
   %old = atomicrmw add i64* %cur.p, i64 %delta monotonic
   %new = add i64 %old, %delta
@@ -87,7 +98,7 @@ define i8* @tj_malloc(i8* %ctx, i64 %size) {
   %s = bitcast i8* %ctx to %state*
   %n = add i64 %size, 16
   %raw = call i8* @fwd_malloc(%state* %s, i64 %n)
-  %r = call i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %size)
+  %r = call i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %size, i64 0)
   ret i8* %r
 }
 
@@ -102,7 +113,7 @@ define i8* @tj_calloc(i8* %ctx, i64 %nelem, i64 %elsize) {
   %c.i = load i64, i64* %c.p
   %c = inttoptr i64 %c.i to i8*
   %raw = call i8* %f(i8* %c, i64 %n, i64 1)
-  %r = call i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %size)
+  %r = call i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %size, i64 0)
   ret i8* %r
 }
 
@@ -126,7 +137,7 @@ grow:
   %c = inttoptr i64 %c.i to i8*
   %new = call i8* %f(i8* %c, i8* %raw, i64 %n)
   %delta = sub i64 %size, %oldsize
-  %r = call i8* @finish(%state* %s, i8* %new, i64 %size, i64 %delta)
+  %r = call i8* @finish(%state* %s, i8* %new, i64 %size, i64 %delta, i64 0)
   ret i8* %r
 }
 
@@ -140,20 +151,245 @@ release:
   %raw = getelementptr i8, i8* %ptr, i64 -16
   %h = bitcast i8* %raw to i64*
   %stored = load i64, i64* %h
+  %capat = getelementptr i64, i64* %h, i64 1
+  %cap = load i64, i64* %capat
   %cur.p = getelementptr %state, %state* %s, i64 0, i64 5
   %neg = sub i64 0, %stored
   %ignored = atomicrmw add i64* %cur.p, i64 %neg monotonic
+  %pooled = icmp ne i64 %cap, 0
+  br i1 %pooled, label %offer, label %real
+offer:
+  %out = call i8* @keep(%state* %s, i8* %raw, i64 %cap)
+  %kept = icmp eq i8* %out, null
+  br i1 %kept, label %done, label %real
+real:
+  ; numpy's free takes the size to keep blocks under 1 KiB in a cache of its own; a
+  ; pooled block (this one, or the one evicted for it) is larger than that
+  %block = phi i8* [%raw, %release], [%out, %offer]
   %f.p = getelementptr %state, %state* %s, i64 0, i64 4
   %f.i = load i64, i64* %f.p
   %f = inttoptr i64 %f.i to void (i8*, i8*, i64)*
   %c.p = getelementptr %state, %state* %s, i64 0, i64 0
   %c.i = load i64, i64* %c.p
   %c = inttoptr i64 %c.i to i8*
-  %n = add i64 %stored, 16
-  call void %f(i8* %c, i8* %raw, i64 %n)
+  %plain = add i64 %stored, 16
+  %n = select i1 %pooled, i64 %cap, i64 %plain
+  call void %f(i8* %c, i8* %block, i64 %n)
   ret void
 }
-"""
+
+; ---- the pool: freed blocks of POOL_MIN bytes and more, kept for the next allocation of
+; the same capacity (a spin lock guards the slots; numpy allocates under the GIL, so it is
+; hardly ever contended)
+
+define internal void @lock(%state* %s) {
+entry:
+  %p = getelementptr %state, %state* %s, i64 0, i64 8
+  br label %spin
+spin:
+  %r = cmpxchg i64* %p, i64 0, i64 1 acquire monotonic
+  %ok = extractvalue { i64, i1 } %r, 1
+  br i1 %ok, label %held, label %spin
+held:
+  ret void
+}
+
+define internal void @unlock(%state* %s) {
+  %p = getelementptr %state, %state* %s, i64 0, i64 8
+  store atomic i64 0, i64* %p release, align 8
+  ret void
+}
+
+; a kept block of capacity %cap (taken out of the pool), or null
+define internal i8* @take(%state* %s, i64 %cap) {
+entry:
+  call void @lock(%state* %s)
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %body]
+  %end = icmp eq i64 %i, SLOTS
+  br i1 %end, label %miss, label %body
+body:
+  %twice = shl i64 %i, 1
+  %at = add i64 %twice, SLOT0
+  %cap.p = getelementptr %state, %state* %s, i64 0, i64 %at
+  %c = load i64, i64* %cap.p
+  %hit = icmp eq i64 %c, %cap
+  %next = add i64 %i, 1
+  br i1 %hit, label %found, label %loop
+found:
+  store i64 0, i64* %cap.p
+  %at1 = add i64 %at, 1
+  %ptr.p = getelementptr %state, %state* %s, i64 0, i64 %at1
+  %pv = load i64, i64* %ptr.p
+  %held.p = getelementptr %state, %state* %s, i64 0, i64 9
+  %held = load i64, i64* %held.p
+  %less = sub i64 %held, %cap
+  store i64 %less, i64* %held.p
+  %hits.p = getelementptr %state, %state* %s, i64 0, i64 11
+  %hits = load i64, i64* %hits.p
+  %more = add i64 %hits, 1
+  store i64 %more, i64* %hits.p
+  call void @unlock(%state* %s)
+  %raw = inttoptr i64 %pv to i8*
+  ret i8* %raw
+miss:
+  call void @unlock(%state* %s)
+  ret i8* null
+}
+
+; keep a freed block when the pool has room for it: in an empty slot, else in place of
+; the block at the cursor (slots go round: sizes a program no longer makes leave the
+; pool). The block to free for real (this one refused, the one evicted), or null.
+define internal i8* @keep(%state* %s, i8* %raw, i64 %cap) {
+entry:
+  call void @lock(%state* %s)
+  %held.p = getelementptr %state, %state* %s, i64 0, i64 9
+  %held = load i64, i64* %held.p
+  %limit.p = getelementptr %state, %state* %s, i64 0, i64 10
+  %limit = load i64, i64* %limit.p
+  %after = add i64 %held, %cap
+  %fits = icmp ule i64 %after, %limit
+  br i1 %fits, label %loop, label %refuse
+loop:
+  %i = phi i64 [0, %entry], [%next, %body]
+  %end = icmp eq i64 %i, SLOTS
+  br i1 %end, label %evict, label %body
+body:
+  %twice = shl i64 %i, 1
+  %at = add i64 %twice, SLOT0
+  %cap.p = getelementptr %state, %state* %s, i64 0, i64 %at
+  %c = load i64, i64* %cap.p
+  %empty = icmp eq i64 %c, 0
+  %next = add i64 %i, 1
+  br i1 %empty, label %found, label %loop
+found:
+  store i64 %cap, i64* %cap.p
+  %at1 = add i64 %at, 1
+  %ptr.p = getelementptr %state, %state* %s, i64 0, i64 %at1
+  %pv = ptrtoint i8* %raw to i64
+  store i64 %pv, i64* %ptr.p
+  store i64 %after, i64* %held.p
+  call void @unlock(%state* %s)
+  ret i8* null
+evict:
+  %cur.p = getelementptr %state, %state* %s, i64 0, i64 12
+  %cur = load i64, i64* %cur.p
+  %cur1 = add i64 %cur, 1
+  %wrap = urem i64 %cur1, SLOTS
+  store i64 %wrap, i64* %cur.p
+  %etwice = shl i64 %cur, 1
+  %eat = add i64 %etwice, SLOT0
+  %ecap.p = getelementptr %state, %state* %s, i64 0, i64 %eat
+  %ecap = load i64, i64* %ecap.p
+  %eat1 = add i64 %eat, 1
+  %eptr.p = getelementptr %state, %state* %s, i64 0, i64 %eat1
+  %epv = load i64, i64* %eptr.p
+  store i64 %cap, i64* %ecap.p
+  %npv = ptrtoint i8* %raw to i64
+  store i64 %npv, i64* %eptr.p
+  %swapped = sub i64 %after, %ecap
+  store i64 %swapped, i64* %held.p
+  call void @unlock(%state* %s)
+  %old = inttoptr i64 %epv to i8*
+  ret i8* %old
+refuse:
+  call void @unlock(%state* %s)
+  ret i8* %raw
+}
+
+define internal i64 @capacity(i64 %n) {
+  %up = add i64 %n, PAGE_MINUS_1
+  %cap = and i64 %up, NEG_PAGE
+  ret i64 %cap
+}
+
+define i8* @tj_pool_malloc(i8* %ctx, i64 %size) {
+entry:
+  %s = bitcast i8* %ctx to %state*
+  %n = add i64 %size, 16
+  %big = icmp uge i64 %n, POOL_MIN
+  br i1 %big, label %pooled, label %plain
+plain:
+  %r0 = call i8* @tj_malloc(i8* %ctx, i64 %size)
+  ret i8* %r0
+pooled:
+  %cap = call i64 @capacity(i64 %n)
+  %kept = call i8* @take(%state* %s, i64 %cap)
+  %miss = icmp eq i8* %kept, null
+  br i1 %miss, label %fresh, label %ready
+fresh:
+  %new = call i8* @fwd_malloc(%state* %s, i64 %cap)
+  br label %ready
+ready:
+  %raw = phi i8* [%kept, %pooled], [%new, %fresh]
+  %r = call i8* @finish(%state* %s, i8* %raw, i64 %size, i64 %size, i64 %cap)
+  ret i8* %r
+}
+
+define i8* @tj_pool_calloc(i8* %ctx, i64 %nelem, i64 %elsize) {
+entry:
+  %size = mul i64 %nelem, %elsize
+  %r = call i8* @tj_pool_malloc(i8* %ctx, i64 %size)
+  %null = icmp eq i8* %r, null
+  br i1 %null, label %out, label %zero
+zero:
+  call void @llvm.memset.p0i8.i64(i8* %r, i8 0, i64 %size, i1 false)
+  br label %out
+out:
+  ret i8* %r
+}
+
+declare void @llvm.memset.p0i8.i64(i8*, i8, i64, i1)
+
+; every kept block freed (empty_cache)
+define void @tj_pool_empty(i8* %ctx) {
+entry:
+  %s = bitcast i8* %ctx to %state*
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %cont]
+  %end = icmp eq i64 %i, SLOTS
+  br i1 %end, label %done, label %body
+body:
+  %twice = shl i64 %i, 1
+  %at = add i64 %twice, SLOT0
+  %cap.p = getelementptr %state, %state* %s, i64 0, i64 %at
+  %next = add i64 %i, 1
+  call void @lock(%state* %s)
+  %c = load i64, i64* %cap.p
+  %empty = icmp eq i64 %c, 0
+  br i1 %empty, label %skip, label %free
+skip:
+  call void @unlock(%state* %s)
+  br label %cont
+free:
+  store i64 0, i64* %cap.p
+  %at1 = add i64 %at, 1
+  %ptr.p = getelementptr %state, %state* %s, i64 0, i64 %at1
+  %pv = load i64, i64* %ptr.p
+  %held.p = getelementptr %state, %state* %s, i64 0, i64 9
+  %held = load i64, i64* %held.p
+  %less = sub i64 %held, %c
+  store i64 %less, i64* %held.p
+  call void @unlock(%state* %s)
+  %f.p = getelementptr %state, %state* %s, i64 0, i64 4
+  %f.i = load i64, i64* %f.p
+  %f = inttoptr i64 %f.i to void (i8*, i8*, i64)*
+  %c.p = getelementptr %state, %state* %s, i64 0, i64 0
+  %c.i = load i64, i64* %c.p
+  %cx = inttoptr i64 %c.i to i8*
+  %raw = inttoptr i64 %pv to i8*
+  call void %f(i8* %cx, i8* %raw, i64 %c)
+  br label %cont
+cont:
+  br label %loop
+done:
+  ret void
+}
+""".replace("STATE", str(_SLOT0 + 2 * SLOTS)).replace("SLOTS", str(SLOTS)).replace(
+    "SLOT0", str(_SLOT0)).replace("POOL_MIN", str(POOL_MIN)).replace(
+    "PAGE_MINUS_1", str(PAGE - 1)).replace("NEG_PAGE", str(-PAGE))
 
 _KEEP: list = []  # what must outlive every array it allocated: engine, handler, state
 _INSTALLED = [False]
@@ -175,13 +411,15 @@ def _numpy_api():
     return ctypes.cast(_capsule_pointer(mu._ARRAY_API, None), ctypes.POINTER(ctypes.c_void_p))
 
 
-def install() -> bool:
-    """Put the counting allocator in front of numpy's (once); False where it cannot be
-    (an unexpected numpy, or TRACEJIT_MEMORY_STATS=0)."""
-    if _INSTALLED[0]:
-        return True
-    if os.environ.get("TRACEJIT_MEMORY_STATS") == "0":
-        return False
+_HANDLERS: dict = {}  # "counting", "pool" -> capsule, once made; "set": numpy's setter
+
+
+def _setup() -> bool:
+    """Make the two handlers (once), both forwarding to the allocator numpy has now:
+    False where they cannot be made (an unexpected numpy)."""
+    if _HANDLERS:
+        return "set" in _HANDLERS
+    _HANDLERS["tried"] = True
     try:
         api = _numpy_api()
         set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(api[304])
@@ -193,26 +431,80 @@ def install() -> bool:
         a = old.allocator
         _STATE[_CTX], _STATE[_MALLOC], _STATE[_CALLOC] = a.ctx or 0, a.malloc, a.calloc
         _STATE[_REALLOC], _STATE[_FREE] = a.realloc, a.free
-        addresses = _compile()
-        handler = _Handler(b"tracejit_counting_allocator", 1, _Allocator(
-            ctypes.addressof(_STATE), *addresses))
+        _STATE[_LIMIT] = POOL_LIMIT
+        malloc, calloc, realloc, free, pool_malloc, pool_calloc, empty = _compile()
         new = ctypes.pythonapi.PyCapsule_New
         new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
                                                        ctypes.c_void_p]
         name = ctypes.create_string_buffer(b"mem_handler")
-        capsule = new(ctypes.addressof(handler), name, None)
-        _KEEP.extend([handler, name, capsule, current, _STATE])
+        made = {}
+        for kind, functions in (("counting", (malloc, calloc, realloc, free)),
+                                ("pool", (pool_malloc, pool_calloc, realloc, free))):
+            handler = _Handler(f"tracejit_{kind}_allocator".encode(), 1, _Allocator(
+                ctypes.addressof(_STATE), *functions))
+            made[kind] = new(ctypes.addressof(handler), name, None)
+            _KEEP.extend([handler, made[kind]])
+        _KEEP.extend([name, current, _STATE])
         for obj in _KEEP:  # never freed, not even at exit: arrays freed then still call in
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
-        set_handler(capsule)
-    except Exception:  # noqa: BLE001 — statistics are optional; numpy keeps its allocator
+    except Exception:  # noqa: BLE001 — optional: numpy keeps its allocator
         return False
+    _HANDLERS.update(made, set=set_handler,
+                     empty=ctypes.CFUNCTYPE(None, ctypes.c_void_p)(empty))
+    return True
+
+
+def install() -> bool:
+    """Put the counting allocator in front of numpy's (once); False where it cannot be
+    (an unexpected numpy, or TRACEJIT_MEMORY_STATS=0)."""
+    if _INSTALLED[0]:
+        return True
+    if os.environ.get("TRACEJIT_MEMORY_STATS") == "0" or not _setup():
+        return False
+    _HANDLERS["set"](_HANDLERS["counting"])
     _INSTALLED[0] = True
     return True
 
 
+# ---- the pool: tracejit's own buffers reused across steps --------------------------
+# A compiled program (backends/host.py) makes its arrays through the pool handler: a freed
+# block of POOL_MIN bytes or more is kept (up to SLOTS blocks, POOL_LIMIT bytes) for the
+# next allocation of the same page-rounded size, which a training step's next step makes.
+# Without it, glibc hands the large blocks of each step back to the system (a heap top
+# trimmed, an mmap unmapped) and the next step faults every page in again: 7,000-11,000
+# page faults per step of a small ResNet, half its time. numpy's handler is a context
+# variable, set only while a program runs and restored after it: the user's own arrays
+# keep numpy's allocator. Arrays free through the handler that made them, so a program's
+# output freed later returns to the pool. TRACEJIT_MEMORY_POOL=0 turns it off.
+
+def pool_enabled() -> bool:
+    return os.environ.get("TRACEJIT_MEMORY_POOL") != "0" and _setup()
+
+
+def use_pool():
+    """Make numpy allocate through the pool in this context: the previous handler, to
+    give back to `restore_allocator` (None when the pool is off)."""
+    return _HANDLERS["set"](_HANDLERS["pool"])
+
+
+def restore_allocator(previous) -> None:
+    _HANDLERS["set"](previous)
+
+
+def empty_cache() -> None:
+    """Free the blocks the pool keeps (the memory of arrays alive is not touched)."""
+    if "empty" in _HANDLERS:
+        _HANDLERS["empty"](ctypes.addressof(_STATE))
+
+
+def pool_stats() -> dict:
+    """What the pool holds: {"blocks", "bytes", "hits" (allocations it served)}."""
+    blocks = sum(1 for k in range(SLOTS) if _STATE[_SLOT0 + 2 * k])
+    return {"blocks": blocks, "bytes": int(_STATE[_HELD]), "hits": int(_STATE[_HITS])}
+
+
 def _compile() -> tuple:
-    """The four functions' addresses. Their machine code is kept in the kernel cache
+    """The functions' addresses. Their machine code is kept in the kernel cache
     folder (generating it takes 6-12 ms of the import; loading it under 1 ms)."""
     import llvmlite.binding as llvm
 
@@ -245,9 +537,10 @@ def _compile() -> tuple:
     engine.finalize_object()
     _KEEP.append(engine)
     addresses = tuple(engine.get_function_address(f"tj_{f}")
-                      for f in ("malloc", "calloc", "realloc", "free"))
+                      for f in ("malloc", "calloc", "realloc", "free", "pool_malloc",
+                                "pool_calloc", "pool_empty"))
     if not all(addresses):
-        raise RuntimeError("the counting allocator's object code lacks a function")
+        raise RuntimeError("the allocators' object code lacks a function")
     return addresses
 
 
