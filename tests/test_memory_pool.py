@@ -19,6 +19,14 @@ from test_memory_stats import _new_process
 pytestmark = pytest.mark.compile  # host programs run on the Numba backend
 
 
+def _made_by(t) -> str:
+    """The allocator of a tensor's storage (a view's: its base's)."""
+    a = t.detach().numpy()
+    while a.base is not None:
+        a = a.base
+    return get_handler_name(a)
+
+
 def _program():
     def f(x, w):
         return ((x @ w).relu() * 2).sum(0), (x * 3).exp()
@@ -42,7 +50,7 @@ def test_a_program_reuses_its_blocks_and_leaves_the_handler_as_it_was():
         del got
     assert memory.pool_stats()["hits"] >= hits + 3  # each call took freed blocks back
     out = traced(x, w)[1]
-    assert get_handler_name(out.numpy()) == "tracejit_pool_allocator"
+    assert _made_by(out) == "tracejit_pool_allocator"
     assert get_handler_name(np.empty(1 << 20)) == before  # the user's arrays: numpy's
 
 
@@ -99,6 +107,28 @@ _POOL_OFF = ("import numpy as np, tracejit as tj\n"
 
 
 def test_the_pool_is_off_with_the_environment_variable():
-    assert _new_process(_POOL_OFF, {"TRACEJIT_MEMORY_POOL": "0"}) == ["default_allocator",
-                                                                      "0"]
-    assert _new_process(_POOL_OFF, {})[0] == "tracejit_pool_allocator"
+    stats_off = {"TRACEJIT_MEMORY_STATS": ""}
+    assert _new_process(_POOL_OFF, dict(stats_off, TRACEJIT_MEMORY_POOL="0")) == [
+        "default_allocator", "0"]
+    assert _new_process(_POOL_OFF, dict(stats_off, TRACEJIT_MEMORY_POOL=""))[0] == \
+        "tracejit_pool_allocator"
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_eager_forward_backward_and_step_allocate_from_the_pool(compiled):
+    """An eager training step: the module's activations, the gradients and the update
+    come from the pool; an eager op outside them, and the user's arrays, do not."""
+    model = tj.nn.Sequential(tj.nn.Linear(128, 256), tj.nn.ReLU(), tj.nn.Linear(256, 64))
+    opt = tj.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=compiled)
+    x = tj.randn(512, 128)
+    before = get_handler_name()
+    for _ in range(3):
+        opt.zero_grad()
+        hidden = model[0](x)
+        assert _made_by(hidden) == "tracejit_pool_allocator"
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        assert _made_by(model[0].weight.grad) == "tracejit_pool_allocator"
+        opt.step()
+        assert get_handler_name() == before
+    assert _made_by(x * 2) == before  # outside a module: numpy's

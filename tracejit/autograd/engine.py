@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from ..runtime import events
+from ..runtime import events, memory
 from ..runtime.events import ACTIVE as _EVENTS
 from . import node as _node
 from .grad_mode import STATE
@@ -120,6 +120,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     prev_mode, prev_autocast = STATE.grad_enabled, STATE.autocast
     STATE.grad_enabled = create_graph
     STATE.autocast = None  # backward runs in the dtypes the forward chose (as PyTorch's)
+    pool = memory.enter_pool()  # gradients: tracejit's buffer pool (runtime/memory.py)
     try:
         while ready:
             node = ready.pop()
@@ -197,6 +198,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                 else:
                     ready.append(child)
     finally:
+        memory.leave_pool(pool)
         STATE.grad_enabled, STATE.autocast = prev_mode, prev_autocast
         running.pop()
         callbacks = _CALLBACKS.pop(id(results), ())

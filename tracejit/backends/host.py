@@ -153,15 +153,13 @@ class HostProgram:
 
     def run(self, tensors: list) -> list:
         token = quiet()  # inf and nan are results, as in eager ops (core/float_errors.py)
-        # the program's arrays come from tracejit's pool (runtime/memory.py)
-        previous = memory.use_pool() if _POOL[0] or _pool_first() else None
+        pool = memory.enter_pool()  # the program's arrays: tracejit's pool (runtime/memory.py)
         try:
             if _EVENTS[0]:
                 return self._run_profiled(tensors)
             return list(self.run_tensors(*tensors))
         finally:
-            if previous is not None:
-                memory.restore_allocator(previous)
+            memory.leave_pool(pool)
             restore(token)
 
     def _run_profiled(self, tensors: list) -> list:
@@ -229,15 +227,6 @@ class HostProgram:
             call += f", [{', '.join(x or 'None' for x in into)}])" if into and any(into) \
                 else ")"
         em.lines.append(f"{''.join(o + ', ' for o in outs)}= {call}  # fused {node.source}")
-
-
-_POOL = [False, False]  # [the pool is on, decided]
-
-
-def _pool_first() -> bool:
-    if not _POOL[1]:
-        _POOL[:] = [memory.pool_enabled(), True]
-    return _POOL[0]
 
 
 def _instrumented(source: str, ns: dict, name: str):

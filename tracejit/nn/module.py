@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Iterator
 
+from ..runtime import memory
 from ..tensor.tensor import Tensor
 from .parameter import Parameter
 
@@ -281,7 +282,13 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        pool = memory.enter_pool()  # activations: tracejit's buffer pool (runtime/memory.py)
+        if pool is None:  # (a submodule's call: the outermost module's pool is in use)
+            return self.forward(*args, **kwargs)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            memory.leave_pool(pool)
 
     def extra_repr(self) -> str:
         return ""

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..backends import registry as backends
+from ..runtime import memory
 from ..tensor.tensor import _make
 
 
@@ -59,14 +60,18 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        with no_grad():
-            for index, group in enumerate(self.param_groups):
-                params = [p for p in group["params"] if p.grad is not None]
-                if params and self._fused_step(index, group, params):
-                    continue
-                for p in params:
-                    g = -p.grad if group.get("maximize") else p.grad
-                    self._update(p, g, group, self.state.setdefault(p, {}))
+        pool = memory.enter_pool()  # the update's arrays: tracejit's buffer pool
+        try:
+            with no_grad():
+                for index, group in enumerate(self.param_groups):
+                    params = [p for p in group["params"] if p.grad is not None]
+                    if params and self._fused_step(index, group, params):
+                        continue
+                    for p in params:
+                        g = -p.grad if group.get("maximize") else p.grad
+                        self._update(p, g, group, self.state.setdefault(p, {}))
+        finally:
+            memory.leave_pool(pool)
         return loss
 
     def _update(self, p, grad, group: dict, state: dict) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import threading
 
 import numpy as np
 
@@ -467,28 +468,37 @@ def install() -> bool:
 
 
 # ---- the pool: tracejit's own buffers reused across steps --------------------------
-# A compiled program (backends/host.py) makes its arrays through the pool handler: a freed
-# block of POOL_MIN bytes or more is kept (up to SLOTS blocks, POOL_LIMIT bytes) for the
-# next allocation of the same page-rounded size, which a training step's next step makes.
-# Without it, glibc hands the large blocks of each step back to the system (a heap top
-# trimmed, an mmap unmapped) and the next step faults every page in again: 7,000-11,000
-# page faults per step of a small ResNet, half its time. numpy's handler is a context
-# variable, set only while a program runs and restored after it: the user's own arrays
-# keep numpy's allocator. Arrays free through the handler that made them, so a program's
-# output freed later returns to the pool. TRACEJIT_MEMORY_POOL=0 turns it off.
+# While a module's forward, a backward pass, an optimiser's step or a compiled program
+# runs, numpy makes arrays through the pool handler: a freed block of POOL_MIN bytes or
+# more is kept (up to SLOTS blocks, POOL_LIMIT bytes) for the next allocation of the same
+# page-rounded size, which a training step's next step makes. Without it, glibc hands
+# the large blocks of each step back to the system (a heap top trimmed, an mmap
+# unmapped) and the next step faults every page in again: 3,500-11,000 page faults per
+# step of a small ResNet, up to half its time. numpy's handler is a context variable, set
+# on entering the outermost of those and restored on leaving it: the user's arrays made
+# elsewhere keep numpy's allocator. Arrays free through the handler that made them, so
+# an output freed later returns to the pool. TRACEJIT_MEMORY_POOL=0 turns it off.
 
-def pool_enabled() -> bool:
-    return os.environ.get("TRACEJIT_MEMORY_POOL") != "0" and _setup()
+_POOL = [None]                # on (decided at the first entry)
+_INSIDE = threading.local()   # .depth: pooled scopes this thread is in
 
 
-def use_pool():
-    """Make numpy allocate through the pool in this context: the previous handler, to
-    give back to `restore_allocator` (None when the pool is off)."""
+def enter_pool():
+    """Make numpy allocate through the pool in this thread until `leave_pool`: the token
+    to give it (None where the pool is off or already in use here)."""
+    if _POOL[0] is None:
+        _POOL[0] = os.environ.get("TRACEJIT_MEMORY_POOL") != "0" and _setup()
+    if not _POOL[0] or getattr(_INSIDE, "on", False):
+        return None
+    _INSIDE.on = True
     return _HANDLERS["set"](_HANDLERS["pool"])
 
 
-def restore_allocator(previous) -> None:
-    _HANDLERS["set"](previous)
+def leave_pool(token) -> None:
+    """Give numpy back the handler `enter_pool` replaced (a None token: nothing)."""
+    if token is not None:
+        _INSIDE.on = False
+        _HANDLERS["set"](token)
 
 
 def empty_cache() -> None:
