@@ -13,6 +13,7 @@ import tracejit as tj
 from tracejit.backends import numba_loops
 from tracejit.ops import OPS
 from tracejit.ops import windows
+from tracejit.ops.indexing import Slot
 from tracejit.ops.registry import Loops
 
 # (N, C, H, W, kernel, stride, padding, dilation, ceil_mode)
@@ -149,3 +150,56 @@ def test_a_body_numba_cannot_compile_warns_once_and_runs_impl():
     messages = [str(w.message) for w in seen if "Numba could not compile" in str(w.message)]
     assert len(messages) == 1 and "untypable_op" in messages[0]
     assert kernel.failed
+
+
+def _index_cases(seed=0):
+    """(x, index, dim) for gather and scatter_add: ranks 1-4, every dim, duplicate and
+    negative indices."""
+    rng = np.random.default_rng(seed)
+    for rank in (1, 2, 3, 4):
+        for dim in range(rank):
+            shape = tuple(int(s) for s in rng.integers(1, 5, rank))
+            size = shape[dim]
+            ishape = list(shape)
+            ishape[dim] = int(rng.integers(1, 6))
+            index = rng.integers(-size, size, ishape).astype(np.int64)
+            yield rng.standard_normal(shape).astype(np.float32), index, dim
+
+
+def _run_loops(op, kernel, *args, **attrs):
+    """The op's loop body on its arguments: uncompiled (kernel None) or a dispatcher."""
+    outs, call = op.loops.args(*args, **attrs)
+    (kernel or op.loops.body)(*call)
+    return outs[0]
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compile)])
+def test_gather_scatter_add_and_row_adds_give_impls_bits(compiled):
+    names = ("gather", "scatter_add", "index_scatter")
+    kernels = {n: numba_loops.loop_kernel(OPS[n]).module.loops_serial if compiled else None
+               for n in names}
+    for x, index, dim in _index_cases():
+        got = _run_loops(OPS.gather, kernels["gather"], x, index, dim=dim)
+        np.testing.assert_array_equal(got, OPS.gather.impl(x, index, dim=dim))
+        src = np.random.default_rng(dim).standard_normal(index.shape).astype(np.float32)
+        attrs = dict(dim=dim, shape=x.shape)
+        got = _run_loops(OPS.scatter_add, kernels["scatter_add"], src, index, **attrs)
+        np.testing.assert_array_equal(got, OPS.scatter_add.impl(src, index, **attrs))
+    rng = np.random.default_rng(5)
+    for rows_shape, width in (((7,), (3,)), ((2, 5), (4, 2)), ((0,), (3,))):
+        rows = rng.integers(-6, 6, rows_shape)
+        g = rng.standard_normal(rows_shape + width)
+        attrs = dict(shape=(6,) + width, index=(Slot(0),))
+        got = _run_loops(OPS.index_scatter, kernels["index_scatter"], g, rows, **attrs)
+        np.testing.assert_array_equal(got, OPS.index_scatter.impl(g, rows, **attrs))
+
+
+def test_index_loops_step_aside_where_impl_must_decide():
+    x = np.zeros((3, 4), np.float32)
+    bad = np.array([[0, 4, 1, 2]])  # out of range: impl raises PyTorch's error
+    assert OPS.gather.loops.args(x, bad, dim=0) is None
+    assert OPS.scatter_add.loops.args(x[:1], bad, dim=1, shape=(1, 4)) is None
+    short = np.zeros((2, 2), np.int64)  # shorter than the input off `dim`: impl's slicing
+    assert OPS.gather.loops.args(x, short, dim=0) is None
+    assert OPS.gather.loops.args(x.astype(np.float16), np.zeros((3, 4), np.int64),
+                                 dim=0) is None

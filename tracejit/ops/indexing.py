@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from .registry import AVal, INDEX, register
+from .registry import AVal, INDEX, Loops, register
 from .rules import aval_of
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
+prange = range  # numba.prange where the loop bodies below are compiled
 
 
 class Slot:
@@ -198,6 +199,98 @@ def _scatter_add(src, index, dim, shape):
     return out
 
 
+# ---- gather, scatter_add and an embedding's gradient as loop nests (ops/registry.Loops;
+# the CPU backend compiles them): one pass each where numpy's take_along_axis builds
+# index grids and np.add.at runs unbuffered element by element (a max-pool's backward
+# spent more in np.add.at than in its convolutions). Each works on [A, D, B] views
+# around the indexed dim, so one body serves every rank; elements are added in the
+# order np.add.at adds them, so the bits are the same. Where an index is out of range
+# (impl raises PyTorch's error) or the shapes are not the plain case, impl runs.
+
+def gather_loops(x, index, out):
+    a_, j_, b_ = index.shape
+    d_ = x.shape[1]
+    for a in prange(a_):
+        for j in range(j_):
+            for b in range(b_):
+                k = index[a, j, b]
+                out[a, j, b] = x[a, k + d_ if k < 0 else k, b]
+
+
+def scatter_add_loops(src, index, out):
+    a_, j_, b_ = index.shape
+    d_ = out.shape[1]
+    for a in prange(a_):
+        for j in range(j_):
+            for b in range(b_):
+                k = index[a, j, b]
+                out[a, k + d_ if k < 0 else k, b] += src[a, j, b]
+
+
+def index_rows_add_loops(g, rows, out):
+    v_, r_ = out.shape
+    for m in range(rows.shape[0]):
+        k = rows[m]
+        if k < 0:
+            k += v_
+        for r in range(r_):
+            out[k, r] += g[m, r]
+
+
+_NUMBERS = frozenset("float32 float64 int32 int64".split())
+
+
+def _around(shape, dim) -> tuple:
+    """(A, D, B): the sizes before, at and after `dim`."""
+    return (int(np.prod(shape[:dim], dtype=np.int64)), shape[dim],
+            int(np.prod(shape[dim + 1:], dtype=np.int64)))
+
+
+def _in_range(index, size) -> bool:
+    return index.size == 0 or (int(index.min()) >= -size and int(index.max()) < size)
+
+
+def _gather_args(x, index, dim):
+    if x.dtype.name not in _NUMBERS or index.dtype != np.int64 or x.ndim != index.ndim or \
+            any(i != s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != dim) \
+            or not _in_range(index, x.shape[dim]):
+        return None
+    out = np.empty(index.shape, x.dtype)
+    a, d, b = _around(x.shape, dim)
+    j = index.shape[dim]
+    return (out,), (np.ascontiguousarray(x).reshape(a, d, b),
+                    np.ascontiguousarray(index).reshape(a, j, b), out.reshape(a, j, b))
+
+
+def _scatter_add_args(src, index, dim, shape):
+    shape = tuple(shape)
+    if src.dtype.name not in _NUMBERS or index.dtype != np.int64 or \
+            src.shape != index.shape or len(shape) != index.ndim or \
+            any(i != s for d, (i, s) in enumerate(zip(index.shape, shape)) if d != dim) \
+            or not _in_range(index, shape[dim]):
+        return None
+    out = np.zeros(shape, src.dtype)
+    a, d, b = _around(shape, dim)
+    j = index.shape[dim]
+    return (out,), (np.ascontiguousarray(src).reshape(a, j, b),
+                    np.ascontiguousarray(index).reshape(a, j, b), out.reshape(a, d, b))
+
+
+def _index_scatter_args(g, *idx, shape, index):
+    """Only `x[rows]` (an embedding's lookup): rows of an integer tensor, added."""
+    if len(idx) != 1 or tuple(index) != (Slot(0),) or g.dtype.name not in _NUMBERS:
+        return None
+    rows, shape = idx[0], tuple(shape)
+    if rows.dtype.kind not in "iu" or rows.dtype == np.uint64 or \
+            g.shape != rows.shape + shape[1:] or not _in_range(rows, shape[0]):
+        return None
+    out = np.zeros(shape, g.dtype)
+    width = int(np.prod(shape[1:], dtype=np.int64))
+    return (out,), (np.ascontiguousarray(g).reshape(rows.size, width),
+                    np.ascontiguousarray(rows, np.int64).reshape(-1),
+                    out.reshape(shape[0], width))
+
+
 def _slot_inputs(n):
     return (None,) * n
 
@@ -211,7 +304,8 @@ register("index_scatter", INDEX, _index_scatter,
          lambda g, *idx, shape, index: AVal(tuple(shape), aval_of(g).dtype),
          lambda g, out, x, *idx, shape, index: (F.getitem_raw(g, index, idx),)
          + _slot_inputs(len(idx)),
-         saves=tuple(range(1, 64)), arity=-1, checks_indices=True, grad_inputs=(0,))
+         saves=tuple(range(1, 64)), arity=-1, checks_indices=True, grad_inputs=(0,),
+         loops=Loops(index_rows_add_loops, _index_scatter_args))
 register("setitem", INDEX, _setitem, _infer_setitem,
          lambda g, out, x, v, *idx, index: (
              F.setitem_raw(g, 0, index, idx), F.getitem_raw(g, index, idx))
@@ -222,8 +316,10 @@ register("nonzero", INDEX, lambda x: np.argwhere(x).astype(np.int64),
          lambda x: AVal((None, aval_of(x).ndim), dt.int64), data_dependent=True)
 register("gather", INDEX, _gather, _infer_gather,
          lambda g, out, x, index, dim: (F.scatter_add_raw(g, index, dim, tuple(x.shape)), None),
-         saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,))
+         saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,),
+         loops=Loops(gather_loops, _gather_args))
 register("scatter_add", INDEX, _scatter_add,
          lambda src, index, dim, shape: AVal(tuple(shape), aval_of(src).dtype),
          lambda g, out, src, index, dim, shape: (F.gather(g, dim, index), None),
-         saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,))
+         saves=(1,), arity=2, checks_indices=True, grad_inputs=(0,),
+         loops=Loops(scatter_add_loops, _scatter_add_args))
