@@ -761,3 +761,32 @@ def test_low_precision_kernels_with_many_statements(dtype):
         ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
         np.testing.assert_allclose(f(x).float().numpy(), fn(x).float().numpy(), rtol=ulp,
                                    atol=ulp)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("n", [1000, 1 << 17])  # the serial twin and the threaded one
+def test_outputs_stored_into_their_inputs_arrays_take_kernels_made_for_that(n):
+    """An update in place (an optimizer's step: new m, v and p written into their arrays)
+    runs kernels whose stores go through the inputs' own parameters: the same array as
+    an output parameter too would overlap an input, and LLVM would not vectorise."""
+    def update(m, v, p, g):
+        m2 = m * 0.9 + g * 0.1
+        v2 = v * 0.99 + g * g * 0.01
+        return m2, v2, p - m2 / ((v2 / 0.5).sqrt() + 1e-8)
+
+    rng = np.random.default_rng(0)
+    m, v, p, g = (rng.random(n).astype(np.float32) for _ in range(4))
+    t = traced(update, *(tj.tensor(a) for a in (m, v, p, g)))
+    [node] = [nd for nd in t.graph.nodes if nd.op == "fused"]
+    region = node.regions[0]
+    kernel = numba_cpu.compile_region(region, "test", "elementwise")
+    shapes = [(n,)] * 3
+    want = kernel.run([m, v, p, g], [], shapes, (n,))  # into fresh arrays
+    assert not kernel.into
+    outs = kernel.run([m, v, p, g], [], shapes, (n,), into=[m, v, p])
+    assert outs[0] is m and outs[1] is v and outs[2] is p  # written in place
+    for got, w in zip(outs, want):
+        np.testing.assert_array_equal(got, w)
+    [variant] = kernel.into.values()
+    source = variant.module.__file__ and Path(variant.module.__file__).read_text()
+    assert "def flat(i0, i1, i2, i3)" in source and "i2[i] = " in source
