@@ -631,7 +631,9 @@ def launch(owner, name: str, args: list) -> str:
 
 def _interpret(owner, err) -> None:
     owner.failed = True
-    _warn_uncompiled(owner.label or owner.module.__name__, err)
+    _warn_uncompiled(owner.label or owner.module.__name__, err,
+                     getattr(owner, "fallback", "the fused region {}; it runs on the "
+                                                "interpreter"))
 
 
 def _first_launch(module, kernel, args) -> None:
@@ -770,12 +772,14 @@ def compile_region(region: Graph, label: str, kind: str = "elementwise"):
     return kernel
 
 
-def _warn_uncompiled(label: str, err: Exception) -> None:
-    """One warning per region that runs on the interpreter because Numba failed on it."""
+def _warn_uncompiled(label: str, err: Exception,
+                     what: str = "the fused region {}; it runs on the interpreter") -> None:
+    """One warning per region (or loop nest: `what`) that runs on the interpreter because
+    Numba failed on it."""
     if label not in _failed:
         _failed.add(label)
         text = str(err).strip()
-        warnings.warn(f"tracejit: Numba could not compile the fused region {label}; it "
-                      f"runs on the interpreter ({type(err).__name__}: "
+        warnings.warn(f"tracejit: Numba could not compile {what.format(label)} "
+                      f"({type(err).__name__}: "
                       f"{text.splitlines()[0] if text else ''})", RuntimeWarning,
                       stacklevel=user_stacklevel())

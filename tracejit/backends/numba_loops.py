@@ -51,7 +51,8 @@ class LoopKernel:
         self.source = loops_source(op.loops.body)
         self.module = load_module(self.source, "loops")
         self.threads = ThreadedTwin()
-        self.label = f"{op.name}'s loop nest"
+        self.label = op.name
+        self.fallback = "the loop nest of {}; its numpy implementation runs"
         self.failed = False  # Numba could not compile it: impl from now on
 
     def __call__(self, *arrays, **attrs):
