@@ -9,10 +9,7 @@ from __future__ import annotations
 
 SIZES = {"small": dict(batch=8, dropout=0.5), "large": dict(batch=64, dropout=0.5)}
 TITLE = "MNIST CNN (conv-pool-relu x2, dropout, 2 linear, NLL; batch {batch}, SGD momentum)"
-# the example calls x.view(-1, 320); tracejit's conv2d and max_pool2d return
-# channels-last strided tensors that its view refuses, so it is reshaped
-NOTES = ["x.reshape(-1, 320), not .view: tracejit's conv2d/max_pool2d outputs are not "
-         "contiguous"]
+NOTES: list = []  # written as the example writes it (x.view(-1, 320))
 
 
 def build(lib, cfg):
@@ -30,7 +27,7 @@ def build(lib, cfg):
         def forward(self, x, y):
             x = F.relu(F.max_pool2d(self.conv1(x), 2))
             x = F.relu(F.max_pool2d(self.conv2(x), 2))
-            x = x.reshape(-1, 320)
+            x = x.view(-1, 320)
             x = F.relu(self.fc1(x))
             x = self.dropout(x)
             x = self.fc2(x)

@@ -60,7 +60,7 @@ from common import measure_alone, measure_together, print_table  # noqa: E402
 
 MODELS = ["gpt", "mnist_cnn", "resnet", "lstm_lm", "gru_char", "vae", "super_res"]
 # models PyTorch's examples have that tracejit cannot express yet: what is missing
-NOT_YET = {"dcgan": "nn.ConvTranspose2d (the generator)"}
+NOT_YET: dict = {}
 CONTESTANTS = ["tracejit eager", "tracejit traced", "tracejit scripted", "torch eager",
                "torch.compile"]
 CHECK_STEPS = 3

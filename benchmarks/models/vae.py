@@ -13,8 +13,8 @@ SIZES = {"small": dict(batch=16, hidden=400, latent=20),
          "large": dict(batch=128, hidden=400, latent=20)}
 TITLE = "VAE (784-{hidden}-{latent} MLP encoder/decoder, BCE + KL, batch {batch}, Adam)"
 RANDOM = True  # the reparameterisation draws noise every step
-NOTES = ["BCE on logits (binary_cross_entropy_with_logits): tracejit has no "
-         "F.binary_cross_entropy"]
+NOTES = ["BCE on logits (binary_cross_entropy_with_logits), where the example applies "
+         "a sigmoid and F.binary_cross_entropy"]
 
 
 def build(lib, cfg):
