@@ -1,8 +1,9 @@
 """Ops' loop nests (ops/registry.Loops) compiled for the CPU.
 
-An op with `loops` (im2col and col2im: ops/windows.py) declares its loop nest once, as
-plain Python. Here its source becomes a kernel module of the disk cache as it is, with
-two dispatchers over the one function: `loops` (threaded: its `prange` runs on Numba's
+An op with `loops` (im2col and col2im in ops/windows.py; gather, scatter_add and an
+embedding's gradient in ops/indexing.py) declares its loop nest once, as plain Python.
+Here its source becomes a kernel module of the disk cache as it is, with two
+dispatchers over the one function: `loops` (threaded: its `prange` runs on Numba's
 threads) and `loops_serial`. A host program (backends/host.py) calls the op's
 `LoopKernel` where it would call impl, with the same arguments; the kernel compiles in
 the background like a fused region's (backends/background.py), and until it is ready, or
@@ -67,12 +68,12 @@ class LoopKernel:
         return self.op.impl(*arrays, **attrs)  # compiling in the background, or failed
 
 
-_KERNELS: dict = {}
+_KERNELS: dict = {}  # OpDef -> its LoopKernel (a cache of compiled modules, not a rule)
 
 
 def loop_kernel(op) -> LoopKernel:
     """The one LoopKernel of an op with loops."""
-    kernel = _KERNELS.get(op.name)
+    kernel = _KERNELS.get(op)
     if kernel is None:
-        kernel = _KERNELS[op.name] = LoopKernel(op)
+        kernel = _KERNELS[op] = LoopKernel(op)
     return kernel

@@ -250,10 +250,16 @@ def _in_range(index, size) -> bool:
     return index.size == 0 or (int(index.min()) >= -size and int(index.max()) < size)
 
 
+def _plain_case(dtype, index, dim, shape) -> bool:
+    """What the gather and scatter bodies handle: numbers, an int64 index in range, of
+    the input's (the output's) `shape` off `dim`."""
+    return dtype.name in _NUMBERS and index.dtype == np.int64 and \
+        len(shape) == index.ndim and _in_range(index, shape[dim]) and \
+        all(i == s for d, (i, s) in enumerate(zip(index.shape, shape)) if d != dim)
+
+
 def _gather_args(x, index, dim):
-    if x.dtype.name not in _NUMBERS or index.dtype != np.int64 or x.ndim != index.ndim or \
-            any(i != s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != dim) \
-            or not _in_range(index, x.shape[dim]):
+    if not _plain_case(x.dtype, index, dim, x.shape):
         return None
     out = np.empty(index.shape, x.dtype)
     a, d, b = _around(x.shape, dim)
@@ -264,10 +270,7 @@ def _gather_args(x, index, dim):
 
 def _scatter_add_args(src, index, dim, shape):
     shape = tuple(shape)
-    if src.dtype.name not in _NUMBERS or index.dtype != np.int64 or \
-            src.shape != index.shape or len(shape) != index.ndim or \
-            any(i != s for d, (i, s) in enumerate(zip(index.shape, shape)) if d != dim) \
-            or not _in_range(index, shape[dim]):
+    if src.shape != index.shape or not _plain_case(src.dtype, index, dim, shape):
         return None
     out = np.zeros(shape, src.dtype)
     a, d, b = _around(shape, dim)
