@@ -112,6 +112,79 @@ def _scatter_ref(g, idx, dim, shape):
 _I = np.array([0, 2, 2])  # repeated on purpose: gradients must accumulate
 
 # name: (samples, reference, differentiable input positions)
+def _cells_ref(xg, h0, c0, w_hh, b_hh, mode, gh_extra=None, lib=np):
+    """rnn_scan's history by PyTorch's cell formulas, row by row (numpy arrays, or
+    tracejit tensors with lib=tracejit); gh_extra is added to each step's state product."""
+    def sig(v):
+        return 1 / (1 + lib.exp(-v))
+    steps, hidden = xg.shape[0], h0.shape[1]
+    H = hidden
+    cat = (lambda xs: lib.cat(xs, 1)) if lib is not np else (lambda xs: np.concatenate(xs, 1))
+    h, c = h0, c0
+    zeros = h0 * 0
+    first = {"LSTM": [h0, c0] + [zeros] * 4, "GRU": [h0] + [zeros] * 4}.get(mode, [h0])
+    rows = [cat(first)]
+    for t in range(steps):
+        gh = h @ w_hh.T + b_hh
+        if gh_extra is not None:
+            gh = gh + gh_extra[t]
+        pre = xg[t] + gh
+        if mode == "LSTM":
+            i, f, o = sig(pre[:, :H]), sig(pre[:, H:2 * H]), sig(pre[:, 3 * H:])
+            g = lib.tanh(pre[:, 2 * H:3 * H])
+            c = f * c + i * g
+            h = o * lib.tanh(c)
+            rows.append(cat([h, c, i, f, g, o]))
+        elif mode == "GRU":
+            r, z = sig(pre[:, :H]), sig(pre[:, H:2 * H])
+            hn = gh[:, 2 * H:]
+            n = lib.tanh(xg[t][:, 2 * H:] + r * hn)
+            h = (1 - z) * n + z * h
+            rows.append(cat([h, r, z, n, hn]))
+        else:
+            h = lib.tanh(pre) if mode == "RNN_TANH" else lib.relu(pre) if lib is not np \
+                else np.maximum(pre, 0)
+            rows.append(h)
+    return lib.stack(rows, 0)
+
+
+_RNN_INPUTS: dict = {}  # id of a history sample -> the inputs that made it
+
+
+def _rnn_case(mode, steps=3, batch=2, hidden=2):
+    gates = {"LSTM": 4, "GRU": 3}.get(mode, 1)
+    args = (f(steps, batch, gates * hidden), f(batch, hidden), f(batch, hidden),
+            f(gates * hidden, hidden, low=-1, high=1), f(gates * hidden))
+    return S(*args, mode=mode)
+
+
+def _rnn_backward_case(mode):
+    fwd = _rnn_case(mode)
+    history = _cells_ref(*fwd.args, mode)
+    _RNN_INPUTS[id(history)] = fwd.args
+    return S(f(*history.shape), history, fwd.args[3], mode=mode)
+
+
+def _rnn_backward_ref(gs, history, w_hh, mode):
+    """The gradients rnn_scan_backward returns, by tracejit's autograd of the cells."""
+    import tracejit as tj
+
+    xg, h0, c0, _, b_hh = (tj.tensor(a, requires_grad=True) for a in _RNN_INPUTS[id(history)])
+    extra = tj.zeros(xg.shape, dtype=xg.dtype, requires_grad=True)
+    out = _cells_ref(xg, h0, c0, tj.tensor(w_hh), b_hh, mode, extra, lib=tj)
+    (out * tj.tensor(gs)).sum().backward()
+    H = w_hh.shape[1]
+    width = {"GRU": 6}.get(mode, {"LSTM": 4}.get(mode, 1)) * H
+    d = np.zeros((history.shape[0], history.shape[1], width))
+    d[1:, :, :xg.shape[2]] = xg.grad.numpy()
+    if mode == "GRU":
+        d[1:, :, 3 * H:] = extra.grad.numpy()
+    d[0, :, :H] = h0.grad.numpy()
+    if mode == "LSTM":
+        d[0, :, H:2 * H] = c0.grad.numpy()
+    return d
+
+
 SAMPLES = {
     "neg": ([S(f(3, 4))], lambda x: -x, [0]),
     "abs": ([S(away_from_zero(3, 4))], np.abs, [0]),
@@ -381,6 +454,11 @@ SAMPLES = {
     "randn": ([S(shape=(3, 4), dtype=None)], None, []),
     "randint": ([S(low=0, high=5, shape=(3, 4), dtype=None)], None, []),
     "randperm": ([S(n=7, dtype=None)], None, []),
+    "rnn_scan": ([_rnn_case(m) for m in ("LSTM", "GRU", "RNN_TANH", "RNN_RELU")],
+                 _cells_ref, [0, 1, 2, 3, 4]),
+    "rnn_scan_backward": ([_rnn_backward_case(m) for m in ("LSTM", "GRU", "RNN_TANH",
+                                                            "RNN_RELU")],
+                          _rnn_backward_ref, []),
 }
 
 

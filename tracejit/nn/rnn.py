@@ -199,8 +199,26 @@ class _RNNBase(Module):
         return hx
 
     def _run_direction(self, x, batch_sizes, state, layer: int, direction: int):
-        """One layer in one direction over x [T, B, F]: (outputs [T, B, H], last state)."""
-        w = self._weights(layer, direction)
+        """One layer in one direction over x [T, B, F]: (outputs [T, B, H], last state).
+        The input's product with w_ih is one over the whole sequence; the steps are one
+        op (ops/recurrent.py), whose gradient for w_hh is one product too."""
+        w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+        lstm = self.mode == "LSTM"
+        if x.device.type == "cuda":  # rnn_scan has no device kernel yet: the cells' do
+            return self._run_cells(x, state, (w_ih, w_hh, b_ih, b_hh), direction)
+        hidden = self.hidden_size
+        xg = F.linear(T.flip(x, (0,)) if direction else x, w_ih, b_ih)
+        if b_hh is None:
+            b_hh = zeros(w_hh.shape[0], dtype=w_hh.dtype, device=w_hh.device)
+        h0 = state[0] if lstm else state
+        history = T.rnn_scan(xg, h0, state[1] if lstm else h0, w_hh, b_hh, self.mode)
+        seq = history[1:, :, :hidden]
+        last = history[-1]
+        state = (last[:, :hidden], last[:, hidden:2 * hidden]) if lstm else last[:, :hidden]
+        return (T.flip(seq, (0,)) if direction else seq), state
+
+    def _run_cells(self, x, state, w, direction: int):
+        """_run_direction as a loop over the cells' steps."""
         lstm = self.mode == "LSTM"
         steps = x.shape[0]
         outputs = []

@@ -273,6 +273,81 @@ def _logical(onnx_op: str):
     return lower
 
 
+def _rnn_scan(ctx, node, ins):
+    """A recurrent layer's steps as an ONNX Loop over the sequence (its length is the
+    input's, dynamic as in the trace): the body computes one step's gates with ONNX's
+    own operators, carries h (and c) and emits the step's row of the history; row 0, the
+    initial state, is put in front of the rows."""
+    from onnx import TensorProto, helper
+
+    from ..ops.recurrent import state_width
+
+    mode = node.attrs["mode"]
+    H = node.inputs[1].shape[-1]
+    dtype = node.outputs[0].dtype.name
+    xg, h0, c0, w_hh, b_hh = _operands(ctx, node, ins)
+    wt = ctx.op("Transpose", [w_hh], perm=[1, 0])
+    lstm = mode == "LSTM"
+    one = _one(ctx, dtype)
+
+    def cols(x, start, stop):
+        return ctx.op("Slice", [x] + [ctx.const(np.asarray(v, np.int64))
+                                      for v in ([start], [stop], [1])])
+
+    first = [h0, c0] if lstm else [h0]
+    blocks = state_width(mode, H) // H - len(first)  # the gates' columns of row 0: zeros
+    if blocks:
+        like = ctx.op("Concat", [h0] * blocks, axis=1) if blocks > 1 else h0
+        first.append(ctx.op("Mul", [like, ctx.scalar(0, dtype)]))
+    row0 = ctx.op("Concat", first, axis=1) if len(first) > 1 else first[0]
+    trips = ctx.op("Reshape", [ctx.op("Gather", [ctx.op("Shape", [xg]), ctx.const(
+        np.asarray([0], np.int64))]), ctx.const(np.asarray([], np.int64))])
+
+    elem = ONNX_TYPES[dtype]
+    iteration, cond = ctx.fresh("iteration"), ctx.fresh("cond")
+    h, c = ctx.fresh("h"), ctx.fresh("c")
+    carried = [h, c] if lstm else [h]
+    inputs = [helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
+              helper.make_tensor_value_info(cond, TensorProto.BOOL, [])] + \
+        [helper.make_tensor_value_info(x, elem, None) for x in carried]
+    outer, ctx.nodes = ctx.nodes, []
+    try:
+        x_t = ctx.op("Gather", [xg, iteration], axis=0)
+        gh = ctx.op("Add", [ctx.op("MatMul", [h, wt]), b_hh])
+        if lstm:
+            pre = ctx.op("Add", [x_t, gh])
+            i, f, o = (ctx.op("Sigmoid", [cols(pre, k * H, (k + 1) * H)]) for k in (0, 1, 3))
+            g = ctx.op("Tanh", [cols(pre, 2 * H, 3 * H)])
+            c_new = ctx.op("Add", [ctx.op("Mul", [f, c]), ctx.op("Mul", [i, g])])
+            h_new = ctx.op("Mul", [o, ctx.op("Tanh", [c_new])])
+            parts, new = [h_new, c_new, i, f, g, o], [h_new, c_new]
+        elif mode == "GRU":
+            r = ctx.op("Sigmoid", [ctx.op("Add", [cols(x_t, 0, H), cols(gh, 0, H)])])
+            z = ctx.op("Sigmoid", [ctx.op("Add", [cols(x_t, H, 2 * H), cols(gh, H, 2 * H)])])
+            hn = cols(gh, 2 * H, 3 * H)
+            n = ctx.op("Tanh", [ctx.op("Add", [cols(x_t, 2 * H, 3 * H),
+                                               ctx.op("Mul", [r, hn])])])
+            h_new = ctx.op("Add", [ctx.op("Mul", [ctx.op("Sub", [one, z]), n]),
+                                   ctx.op("Mul", [z, h])])
+            parts, new = [h_new, r, z, n, hn], [h_new]
+        else:
+            h_new = ctx.op("Tanh" if mode == "RNN_TANH" else "Relu", [ctx.op("Add", [x_t, gh])])
+            parts, new = [h_new], [h_new]
+        row = ctx.op("Concat", parts, axis=1) if len(parts) > 1 else ctx.op("Identity", parts)
+        cond_out = ctx.op("Identity", [cond])
+        outs = [cond_out] + [ctx.op("Identity", [x]) for x in new] + [row]
+        body = helper.make_graph(ctx.nodes, ctx.fresh("rnn_step"), inputs, [
+            helper.make_tensor_value_info(outs[0], TensorProto.BOOL, [])] + [
+            helper.make_tensor_value_info(x, elem, None) for x in outs[1:]])
+    finally:
+        ctx.nodes = outer
+    results = [ctx.fresh("rnn") for _ in outs[1:]]
+    ctx.nodes.append(helper.make_node("Loop", [trips, ""] + ([h0, c0] if lstm else [h0]),
+                                      results, body=body))
+    first_row = ctx.op("Unsqueeze", [row0, ctx.const(np.asarray([0], np.int64))])
+    return [ctx.op("Concat", [first_row, results[-1]], axis=0)]
+
+
 LOWERINGS = {
     OPS["neg"]: _elementwise("Neg"), OPS["abs"]: _elementwise("Abs"),
     OPS["exp"]: _elementwise("Exp"), OPS["log"]: _elementwise("Log"),
@@ -319,10 +394,13 @@ LOWERINGS = {
     OPS["argmax"]: _arg_reduce("ArgMax"), OPS["argmin"]: _arg_reduce("ArgMin"),
     OPS["any"]: _bool_reduce("ReduceMax"), OPS["all"]: _bool_reduce("ReduceMin"),
     OPS["floor_divide"]: _floor_divide, OPS["remainder"]: _remainder,
+    OPS["rnn_scan"]: _rnn_scan,
 }
 
 _LATER = "not lowered yet"
 REFUSED = {
+    OPS["rnn_scan_backward"]: "a recurrent layer's gradient: ONNX export writes forward "
+                              "graphs",
     OPS["rand"]: "random numbers: an exported model would not draw eager's",
     OPS["randn"]: "random numbers: an exported model would not draw eager's",
     OPS["randint"]: "random numbers: an exported model would not draw eager's",

@@ -3,11 +3,12 @@
 Importing this package registers all entries; `tracejit.tensor.functional`
 is bound into the modules whose vjp rules are written in tracejit ops.
 """
-from . import (creation, elementwise, indexing, linalg, reduction, scatter, shape, sorting,
-               windows)
+from . import (creation, elementwise, indexing, linalg, recurrent, reduction, scatter, shape,
+               sorting, windows)
 from .registry import AVal, OPS, OpDef, register
 
-_RULE_MODULES = (elementwise, reduction, shape, indexing, linalg, windows, sorting, scatter)
+_RULE_MODULES = (elementwise, reduction, shape, indexing, linalg, windows, sorting, scatter,
+                 recurrent)
 
 
 def bind_frontend(functional) -> None:

@@ -52,10 +52,15 @@ class Loops:
     uncompiled in the tests as the oracle's twin. `args(*arrays, **attrs)` makes the
     outputs and the body's arguments for one call — (outputs, args) — or returns None
     where the body does not apply (a dtype it does not handle): impl runs then, as it
-    does in eager execution, on the interpreter and while the body compiles."""
+    does in eager execution, on the interpreter and while the body compiles.
+
+    Besides arithmetic a body may call what ops/looplang.py names (`gemm`, a matrix
+    product) and its `helpers`: functions of numbers in the same language (a stable
+    sigmoid), compiled with it."""
 
     body: Callable
     args: Callable
+    helpers: tuple = ()
 
 
 @dataclass(eq=False, slots=True)

@@ -89,10 +89,16 @@ def source_key(source: str) -> str:
 _IMPORTED: list = []
 
 
+# what generated kernels compile besides their own text: a change to one is a new key
+_COMPILED_WITH = ("scalar_math.py", "loop_math.py", "numba_blas.py")
+
+
 def _imported_source() -> str:
     if not _IMPORTED:
-        path = Path(__file__).resolve().parents[1] / "backends" / "scalar_math.py"
-        _IMPORTED.append(hashlib.sha256(path.read_bytes()).hexdigest())
+        h = hashlib.sha256()
+        for name in _COMPILED_WITH:
+            h.update((Path(__file__).resolve().parents[1] / "backends" / name).read_bytes())
+        _IMPORTED.append(h.hexdigest())
     return _IMPORTED[0]
 
 

@@ -773,6 +773,12 @@ def unfold2d(input, kernel, stride, padding, dilation, value=0.0, ceil_mode=Fals
                  padding=tuple(padding), dilation=tuple(dilation), value=float(value))
 
 
+def rnn_scan(xg, h0, c0, w_hh, b_hh, mode):
+    """One recurrent layer's steps over the projected input xg [T, B, G*H] (ops/recurrent.py):
+    the history [T+1, B, W], row 0 the initial state, each row [h | c | gates...]."""
+    return apply(OPS.rnn_scan, xg, h0, c0, w_hh, b_hh, mode=mode)
+
+
 def fold2d(windows, shape, kernel, stride, padding, dilation, ceil_mode=False):
     """Sum windows [N, C, KH, KW, OH, OW] back into an [N, C, H, W] tensor (unfold2d's
     adjoint)."""
