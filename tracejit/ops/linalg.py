@@ -82,7 +82,16 @@ def _matmul_vjp(g, out, a, b):
         ga = F.matmul(F.unsqueeze(g, -1), F.unsqueeze(b, 0)) if need_a else None
         gb = F.matmul(F.transpose(a, -1, -2), F.unsqueeze(g, -1)) if need_b else None
         return ga, (F.squeeze(gb, -1) if gb is not None else None)
-    ga = F.matmul(g, F.transpose(b, -1, -2)) if need_a else None
+    if need_a and a.ndim == 2 and b.ndim > 2:
+        # one matrix shared by a batch on the left (a convolution's weight times its
+        # windows): its gradient sums g_n b_n^T, computed as the transpose of the sum of
+        # b_n g_n^T. OpenBLAS is up to 2x faster with the windows' long side as the
+        # product's rows ([16, 1024] @ [1024, 144] per image: 143 against 72 us as
+        # [144, 1024] @ [1024, 16])
+        ga = F.transpose(F.sum_to(F.matmul(b, F.transpose(g, -1, -2)),
+                                  (b.shape[-2], g.shape[-2])), 0, 1)
+    else:
+        ga = F.matmul(g, F.transpose(b, -1, -2)) if need_a else None
     if need_b and b.ndim == 2 and a.ndim > 2:
         # one matrix shared by a batch: its gradient sums the batch's products, which is
         # one product of the rows stacked (no [batch, K, N] temporary to reduce)
