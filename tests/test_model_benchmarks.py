@@ -16,7 +16,8 @@ import run  # noqa: E402
 import tracejit as tj  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["gpt", "mnist_cnn", "resnet", "lstm_lm", "gru_char"])
+@pytest.mark.parametrize("name", ["gpt", "mnist_cnn", "resnet", "lstm_lm", "gru_char", "dcgan",
+                                  "super_res"])
 def test_eager_steps_match_pytorch(name):
     spec = run.load(name)
     cfg = dict(spec.SIZES["small"])

@@ -521,3 +521,31 @@ def test_slices_keep_sizes_symbolic():
     check(tf, f, tj.arange(9.0) ** 2)
     assert tf.stats["compiles"] == 1
     assert "f32[B-1]" in str(tf.graph)
+
+
+def test_an_in_place_update_through_a_reshape_view_is_traced_into_its_base():
+    """A convolution's output is a reshape of its product; an in-place activation on it
+    (nn.LeakyReLU(inplace=True), DCGAN's discriminator) writes every element of the
+    base, so the trace records the base as the update reshaped instead of running
+    eagerly."""
+    rng = np.random.default_rng(0)
+    w = tj.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)
+
+    def f(x):
+        y = tj.nn.functional.conv2d(x, w, padding=1)
+        tj.nn.functional.leaky_relu(y, 0.2, inplace=True)
+        base = x.reshape(-1) * 1.0
+        view = base.view(x.shape)
+        view.mul_(2.0)  # the base changes with it
+        return (y ** 2).sum() + base.sum() + view.mean()
+
+    first = tj.tensor(rng.standard_normal((2, 3, 5, 5)).astype(np.float32))
+    traced = tj.trace(f, (first,))
+    for x in (first, tj.tensor(rng.standard_normal((3, 3, 6, 4)).astype(np.float32))):
+        want = f(x)
+        (want_grad,) = tj.autograd.grad(want, (w,))
+        got = traced(x)
+        (got_grad,) = tj.autograd.grad(got, (w,))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(got_grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert traced.stats["eager_fallbacks"] == 0, traced.stats

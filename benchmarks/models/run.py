@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 
 from common import measure_alone, measure_together, print_table  # noqa: E402
 
-MODELS = ["gpt", "mnist_cnn", "resnet", "lstm_lm", "gru_char", "vae", "super_res"]
+MODELS = ["gpt", "mnist_cnn", "resnet", "lstm_lm", "gru_char", "vae", "super_res", "dcgan"]
 # models PyTorch's examples have that tracejit cannot express yet: what is missing
 NOT_YET: dict = {}
 CONTESTANTS = ["tracejit eager", "tracejit traced", "tracejit scripted", "torch eager",
@@ -120,6 +120,10 @@ def make_step(lib, spec, cfg, state, batch, wrap=None):
     model.load_state_dict({k: (lib.from_numpy(v.copy())) for k, v in state.items()})
     opt = spec.optimizer(lib, model, cfg)
     inputs = tuple(lib.from_numpy(a) for a in batch)
+    if hasattr(spec, "train_step"):  # a step of several networks (a GAN's two): each
+        nets = {name: wrap(getattr(model, name), examples) if wrap else  # wrapped alone
+                getattr(model, name) for name, examples in spec.parts(inputs).items()}
+        return (lambda: spec.train_step(lib, nets, opt, inputs)), nets, opt
     fn = wrap(model, inputs) if wrap else model
     clip = getattr(spec, "CLIP", None)
     params = list(model.parameters())
@@ -369,9 +373,12 @@ def run_model(name: str, size: str, *, isolated: bool, first: bool, prof: bool,
         if "reason" in r:
             print(f"  left out: {c}: {r['reason']}")
     for c in ("tracejit traced", "tracejit scripted"):
-        stats = getattr(results.get(c, {}).get("fn"), "stats", None)
-        if stats and c in steps:  # a step that recompiled or fell back to eager says so
-            notes.append(f"{c}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+        fn = results.get(c, {}).get("fn")
+        for part, wrapped in (fn.items() if isinstance(fn, dict) else [("", fn)]):
+            stats = getattr(wrapped, "stats", None)
+            if stats and c in steps:  # a step that recompiled or fell back to eager says so
+                notes.append(f"{c}{' ' + part if part else ''}: " +
+                             ", ".join(f"{k} {v}" for k, v in stats.items()))
     for line in notes + [f"note: {n}" for n in spec.NOTES]:
         print(f"  {line}")
     out = {"model": name, "size": size, "cfg": cfg, "together": together, "alone": alone,

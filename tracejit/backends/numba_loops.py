@@ -6,11 +6,11 @@ ops/recurrent.py) declares its loop nest once, as plain Python. Here its source 
 its helpers') becomes a kernel module of the disk cache as it is, with two dispatchers
 over the one function: `loops` (threaded: its `prange` runs on Numba's threads) and
 `loops_serial`. In that module `math` is backends/loop_math.py (float32's vectorisable
-forms) and `gemm` is backends/numba_blas.py's call into numpy's BLAS. A host program (backends/host.py) calls the op's
-`LoopKernel` where it would call impl, with the same arguments; the kernel compiles in
-the background like a fused region's (backends/background.py), and until it is ready, or
-where the body does not apply (a dtype it does not handle) or Numba cannot compile it
-(one warning), impl runs.
+forms) and `gemm` is backends/numba_blas.py's call into numpy's BLAS. A host program
+(backends/host.py) calls the op's `LoopKernel` where it would call impl, with the same
+arguments; the kernel compiles in the background like a fused region's
+(backends/background.py), and until it is ready, or where the body does not apply (a
+dtype it does not handle) or Numba cannot compile it (one warning), impl runs.
 """
 from __future__ import annotations
 

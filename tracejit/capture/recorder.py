@@ -505,10 +505,10 @@ class Recorder:
             self.abort(f"in-place {op.name} of a value saved for the backward of "
                        f"{saved[0]}", final=False)
             return apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
-        if base is not None and not _is_plain_slice(chain):
+        if base is not None and not _is_plain_slice(chain) and not _is_reshape(chain):
             self.abort(f"in-place {op.name} through a view made by "
                        f"{' -> '.join(o.name for o, _ in chain)}: tracing records writes "
-                       "through basic-indexing views only")
+                       "through basic-indexing views and reshapes only")
             return apply_inplace(op, target, *hint_of(others), **_hint_attrs(attrs))
         self.value_of(target)  # a tensor from outside the trace becomes an input first
         if base is not None:
@@ -522,10 +522,14 @@ class Recorder:
         value = self._record_functional(op, target, others, attrs)
         root = target
         if base is not None:  # write the view's new value into its base
-            (_, index_attrs), = chain
             root = base
-            new_base = self._node(OPS.setitem, [self.value_of(base), value],
-                                  {"index": index_attrs["index"]})
+            if _is_reshape(chain):  # every element of the base, in its order
+                new_base = self._node(OPS.reshape, [value],
+                                      {"shape": tuple(self.value_of(base).shape)})
+            else:
+                (_, index_attrs), = chain
+                new_base = self._node(OPS.setitem, [self.value_of(base), value],
+                                      {"index": index_attrs["index"]})
             self._bind(base, new_base)
         original = self.input_values.get(id(root))
         if original is not None:  # an update of a graph input: committed after the run
@@ -585,6 +589,13 @@ def _is_plain_slice(chain) -> bool:
     if len(chain) != 1 or chain[0][0] is not OPS.getitem:
         return False
     return not any(isinstance(i, Slot) for i in chain[0][1]["index"])
+
+
+def _is_reshape(chain) -> bool:
+    """Reshapes only: the view holds every element of its base, in the base's order, so a
+    write into it is the base reshaped (a convolution's output, written by an in-place
+    activation)."""
+    return bool(chain) and all(op is OPS.reshape for op, _ in chain)
 
 
 def _hint_attrs(attrs: dict) -> dict:
