@@ -250,3 +250,37 @@ def test_the_onnx_export_is_a_loop_over_a_dynamic_length(cls):
             want = run(x).numpy()
         got = session.run(None, {"x": x.numpy()})[0]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.compile
+def test_eager_ops_with_loop_nests_run_them_compiled_where_numba_is_the_backend(
+        monkeypatch):
+    """Eager execution runs an op's compiled loop nest (backends.eager_impl) where numba
+    is the default backend: the same values as impl (the nests of windows give impl's
+    bits), and the kernels are the ones compiled programs use."""
+    from tracejit import backends
+
+    layer = tj.nn.LSTM(3, 5, num_layers=2)
+    conv = tj.nn.Conv2d(2, 3, 3, padding=1)
+    x = tj.randn(6, 2, 3, requires_grad=True)
+    img = tj.randn(2, 2, 7, 7, requires_grad=True)
+
+    def run():
+        out = (layer(x)[0] ** 2).sum() + (conv(img) ** 2).sum()
+        grads = tj.autograd.grad(out, (x, img) + tuple(layer.parameters()))
+        return [out.detach().numpy()] + [g.numpy() for g in grads]
+
+    want = run()  # TRACEJIT_BACKEND=interpret in the tests: impl
+    monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
+    monkeypatch.setattr(backends, "_LOOP_KERNEL", [])
+    run()
+    tj.jit.wait_for_kernels()  # compiled (in the background for a user; here at once)
+    got = run()
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    for name in ("rnn_scan", "rnn_scan_backward", "unfold2d", "fold2d"):
+        module = numba_loops.loop_kernel(OPS[name]).module
+        assert module.loops_serial.signatures or module.loops.signatures, name
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")  # the opt-out
+    monkeypatch.setattr(backends, "_LOOP_KERNEL", [])
+    assert backends.eager_impl(OPS.rnn_scan) is OPS.rnn_scan.impl

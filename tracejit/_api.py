@@ -47,6 +47,10 @@ try:
     from .tensor.typed import (BoolTensor, DoubleTensor, FloatTensor,  # noqa: E402, F401
                                HalfTensor, IntTensor, LongTensor)
     from .jit import trace  # noqa: E402
+    from .backends import eager_impl as _eager_impl  # noqa: E402
+    from .tensor import dispatch as _dispatch  # noqa: E402
+
+    _dispatch.EAGER_LOOPS[0] = _eager_impl  # eager ops with loop nests run them compiled
 finally:
     _startup.resume_collector()
 

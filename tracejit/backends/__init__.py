@@ -1,1 +1,25 @@
-"""Backends that run IR graphs: `interpret` (numpy through the op table)."""
+"""Backends that run IR graphs: `interpret` (numpy through the op table), `numba` (the
+CPU: host programs, fused kernels, loop nests), `cuda`; backends/registry.py names them.
+
+`eager_impl(op)` is what eager execution runs for an op with a loop nest
+(ops/registry.Loops): the numba backend's compiled nest where numba is the default
+backend (TRACEJIT_BACKEND) and TRACEJIT_EAGER_KERNELS is not 0, else the op's impl. The
+nest compiles in the background at its first call (impl runs until it is ready), as in
+a compiled program.
+"""
+from __future__ import annotations
+
+import os
+
+_LOOP_KERNEL: list = []  # [loop_kernel or None], decided at the first call
+
+
+def eager_impl(op):
+    if not _LOOP_KERNEL:
+        on = os.environ.get("TRACEJIT_EAGER_KERNELS", "1") != "0" and \
+            os.environ.get("TRACEJIT_BACKEND", "numba") in ("numba", "auto")
+        if on:
+            from .numba_loops import loop_kernel
+        _LOOP_KERNEL.append(loop_kernel if on else None)
+    make = _LOOP_KERNEL[0]
+    return make(op) if make is not None else op.impl

@@ -97,6 +97,11 @@ def _explain(op, args, attrs, err):
     raise err
 
 
+# what eager execution runs for an op with a loop nest (ops/registry.Loops): set at import
+# to backends.eager_impl (the CPU backend's compiled nest where it is the default)
+EAGER_LOOPS: list = [lambda op: op.impl]
+
+
 def apply(op, *args, **attrs) -> Tensor:
     """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
     if _EVENTS[0]:  # a profiler listens (runtime/events.py)
@@ -124,7 +129,8 @@ def apply(op, *args, **attrs) -> Tensor:
     else:
         token = quiet()  # 0/0 = nan without numpy's warning (core/float_errors.py)
         try:
-            out = op.impl(*_arrays(op, args, attrs), **attrs)
+            impl = op.impl if op.loops is None else EAGER_LOOPS[0](op)
+            out = impl(*_arrays(op, args, attrs), **attrs)
         except Exception as err:  # noqa: BLE001 — re-raised with a clearer message
             _explain(op, args, attrs, err)
         finally:
@@ -465,7 +471,8 @@ def _writes_in_place(op, target: Tensor, others) -> bool:
 def apply_no_record(op, args, attrs) -> np.ndarray:
     token = quiet()
     try:
-        out = op.impl(*_arrays(op, args, attrs), **attrs)
+        impl = op.impl if op.loops is None else EAGER_LOOPS[0](op)
+        out = impl(*_arrays(op, args, attrs), **attrs)
     except Exception as err:  # noqa: BLE001
         _explain(op, args, attrs, err)
     finally:
