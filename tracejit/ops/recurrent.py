@@ -308,12 +308,12 @@ def rnn_scan_backward_loops(gs, s, w_hh, d, dhs, dcs, nh, tmp, drow, mode, one):
                 d[0, b, H + j] = dcs[b, j]
 
 
-_LOOP_DTYPES = ("float32", "float64")
+_LOOP_DTYPES = (np.float32, np.float64)  # dtype types (dtype.name costs 2 us)
 
 
 def _scan_args(xg, h0, c0, w_hh, b_hh, mode):
     dtype = xg.dtype
-    if dtype.name not in _LOOP_DTYPES or any(a.dtype != dtype for a in (h0, c0, w_hh, b_hh)):
+    if dtype.type not in _LOOP_DTYPES or any(a.dtype != dtype for a in (h0, c0, w_hh, b_hh)):
         return None
     steps, batch, width = xg.shape
     hidden = h0.shape[-1]
@@ -330,7 +330,7 @@ def _scan_args(xg, h0, c0, w_hh, b_hh, mode):
 
 def _scan_backward_args(gs, s, w_hh, mode):
     dtype = s.dtype
-    if dtype.name not in _LOOP_DTYPES or gs.dtype != dtype or w_hh.dtype != dtype:
+    if dtype.type not in _LOOP_DTYPES or gs.dtype != dtype or w_hh.dtype != dtype:
         return None
     steps, batch = s.shape[0] - 1, s.shape[1]
     hidden = w_hh.shape[1]

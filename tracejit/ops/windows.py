@@ -169,11 +169,12 @@ def fold2d_loops(g, out, kh, kw, sh, sw, ph, pw, dh, dw):
                             out[n, c, h, w] += g[n, c, i, j, oh, ow]
 
 
-_LOOP_DTYPES = frozenset("float32 float64 int8 int16 int32 int64 uint8".split())
+_LOOP_DTYPES = frozenset(np.dtype(n).type for n in  # (type: dtype.name costs 2 us)
+                          "float32 float64 int8 int16 int32 int64 uint8".split())
 
 
 def _unfold_args(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=False):
-    if x.dtype.name not in _LOOP_DTYPES:
+    if x.dtype.type not in _LOOP_DTYPES:
         return None
     n, c, h, w = x.shape
     oh, ow = out_sizes(x.shape, kernel, stride, padding, dilation, ceil_mode)
@@ -184,7 +185,7 @@ def _unfold_args(x, kernel, stride, padding, dilation, value=0.0, ceil_mode=Fals
 
 
 def _fold_args(g, shape, kernel, stride, padding, dilation, ceil_mode=False):
-    if g.dtype.name not in _LOOP_DTYPES:
+    if g.dtype.type not in _LOOP_DTYPES:
         return None
     out = np.empty(shape, g.dtype)
     return (out,), (np.ascontiguousarray(g), out, *kernel, *stride, *padding, *dilation)
