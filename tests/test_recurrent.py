@@ -221,6 +221,12 @@ def test_the_second_derivative_of_a_layer_is_refused_with_an_error():
         g.sum().backward()
 
 
+def test_an_empty_sequence_is_refused_as_pytorch_refuses_it():
+    for cls in (tj.nn.LSTM, tj.nn.GRU, tj.nn.RNN):
+        with pytest.raises(RuntimeError, match="sequence length to be larger than 0"):
+            cls(3, 4)(tj.zeros(0, 2, 3))
+
+
 def test_bad_shapes_are_named():
     xg, h0, c0, w, b = _inputs("LSTM")
     from tracejit.tensor import functional as T

@@ -150,6 +150,8 @@ class _RNNBase(Module):
                 hx = (T.unsqueeze(hx[0], 1), T.unsqueeze(hx[1], 1)) if lstm else \
                     T.unsqueeze(hx, 1)
         x = T.transpose(input, 0, 1) if self.batch_first else input
+        if x.shape[0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         hx = self._initial_state(hx, x.shape[1], x)
         final_h, final_c = [], []
         layer_in = x

@@ -17,8 +17,8 @@ equal, as for all but the GRU, whose new gate scales the state's part by r), and
 the initial state's gradients [dh0 | dc0]. The vjp of `rnn_scan` turns them into the
 inputs' gradients, the weight's as one product over the sequence.
 
-Both run as loop nests when compiled (the state's product is a `gemm` per step, the
-gates one pass), and as numpy per step elsewhere. Higher-order gradients of a layer are
+Both run as loop nests when compiled (the state's product is a `gemm` per step, each
+gate a pass over the batch), and as numpy per step elsewhere. Higher-order gradients of a layer are
 refused with an error (rnn_scan_backward's vjp raises).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from .looplang import gemm, prange  # noqa: F401 (prange: the loop language's, for bodies)
+from .looplang import gemm
 from .registry import INDEX, OPS, AVal, Loops, register
 from .rules import aval_of
 
