@@ -51,12 +51,14 @@ def loops_source(body, helpers=()) -> str:
     for helper in helpers:
         lines += [textwrap.dedent(inspect.getsource(helper)),
                   f"{helper.__name__} = numba.njit(inline='always')({helper.__name__})", ""]
+    # numpy's error model: a division's check for zero would keep LLVM from vectorising
+    # the loop. A body without a prange has one dispatcher (a threaded compile of it would
+    # find nothing to run on threads, and say so)
+    threaded = f"numba.njit(parallel=True, {_OPTIONS})({name})" if \
+        "prange" in body.__code__.co_names else "loops_serial"
     return "\n".join(lines + [textwrap.dedent(inspect.getsource(body)),
-                                # numpy's error model: a division's check for zero
-                                # would keep LLVM from vectorising the loop
-                                f"loops = numba.njit(parallel=True, {_OPTIONS})({name})",
                                 f"loops_serial = numba.njit(parallel=False, {_OPTIONS})"
-                                f"(twin({name}))"]) + "\n"
+                                f"(twin({name}))", f"loops = {threaded}"]) + "\n"
 
 
 class LoopKernel:
