@@ -161,3 +161,40 @@ def test_regions_run_op_by_op_while_compiling_keep_shapes_and_sizes(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     got0, want0, got1, compiled = json.loads(r.stdout)
     assert got0 == want0 == [] and got1 == [4, 3] and compiled == 0
+
+
+_LOOPS = """
+import json
+import tracejit as tj
+from tracejit.backends import background
+
+tj.manual_seed(0)
+emb, gru = tj.nn.Embedding(20, 6), tj.nn.GRU(6, 5)
+conv = tj.nn.Conv2d(1, 2, 3)
+tokens, img = tj.randint(0, 20, (7, 3)), tj.randn(2, 1, 6, 6)
+f = tj.trace(lambda t, x: gru(emb(t))[0].sum() + conv(x).relu().sum(), (tokens, img))
+first = f(tokens, img)
+first.backward()
+during = background.status()
+tj.jit.wait_for_kernels()
+last = f(tokens, img)
+print(json.dumps({"during": during, "after": background.status(),
+                  "losses": [first.item(), last.item()]}))
+"""
+
+
+def test_loop_nests_compile_in_the_worker_too(tmp_path):
+    """Ops' loop nests (im2col, an embedding's gradient, a recurrent layer's steps) are
+    sent to the worker like fused regions: their dispatchers are found there by their
+    names in the kernel module, not their functions' names (a loop body's are others),
+    and none fails over to a compile at its call."""
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path / "c"), TRACEJIT_BACKEND="numba",
+               TRACEJIT_BACKGROUND_COMPILE="1", TRACEJIT_PROGRESS="0")
+    r = subprocess.run([sys.executable, "-c", _LOOPS], cwd=ROOT, env=env, timeout=600,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["during"]["sent"] > 0 and out["during"]["compiled"] == 0
+    assert out["after"]["failed"] == 0, out
+    assert out["after"]["compiled"] == out["after"]["sent"]
+    assert abs(out["losses"][0] - out["losses"][1]) <= 1e-5 * abs(out["losses"][0])

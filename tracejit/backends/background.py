@@ -76,26 +76,27 @@ def set_enabled(on: bool | None) -> None:
     _SWITCH[0] = on
 
 
-def pending(module, kernel, args: list) -> bool:
-    """Whether this call of `kernel` (a Numba dispatcher of a cached kernel module) must
-    run without it: its compile for these arguments' types is under way in the worker,
-    or has just been sent there. False when the kernel can run now (compiled, in the
-    disk cache, or its compile is over: a failed one is repeated here by the call)."""
+def pending(module, kernel, args: list, name: str | None = None) -> bool:
+    """Whether this call of `kernel` (a Numba dispatcher of a cached kernel module, its
+    attribute `name` there: a loop body's dispatchers are not named as their functions)
+    must run without it: its compile for these arguments' types is under way in the
+    worker, or has just been sent there. False when the kernel can run now (compiled, in
+    the disk cache, or its compile is over: a failed one is repeated here by the call)."""
     sig = tuple(kernel.typeof_pyval(a) for a in args)
     if sig in kernel.overloads:
         return False
-    key = (module.__name__, kernel.__name__, sig)
+    name = name or kernel.__name__
+    key = (module.__name__, name, sig)
     with _LOCK:
         _collect()
         job = _JOBS.get(key)
         if job is None:
             if _in_disk_cache(kernel, sig):  # loaded by a thread; this call runs by ops
-                job = _JOBS[key] = Job(f"loading {kernel.__name__} of {module.__name__}",
-                                       load=True)
+                job = _JOBS[key] = Job(f"loading {name} of {module.__name__}", load=True)
                 _load(key, kernel, sig)
                 return True
-            job = _JOBS[key] = Job(f"{kernel.__name__} of {module.__name__}")
-            _send(key, module, kernel.__name__, sig)
+            job = _JOBS[key] = Job(f"{name} of {module.__name__}")
+            _send(key, module, name, sig)
         if not job.done:
             _progress()
         return not job.done

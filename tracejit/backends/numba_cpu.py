@@ -608,7 +608,8 @@ def launch(owner, name: str, args: list) -> str:
 
     kernel = getattr(owner.module, name)
     known = len(kernel.overloads)
-    if not known and background.enabled() and background.pending(owner.module, kernel, args):
+    if not known and background.enabled() and background.pending(owner.module, kernel, args,
+                                                                  name):
         return PENDING
     try:
         if not known and (_EVENTS[0] or enabled("compile")):
