@@ -770,3 +770,30 @@ def test_a_loop_index_inside_a_size_expression_reaches_compiled_segments():
 ], ids=["full", "full_like", "full-of-a-size", "linspace"])
 def test_a_tensor_or_a_size_where_an_op_takes_a_number_is_this_calls(fn):
     agree(fn, Call(tj.ones(4)), Call(tj.randn(4)), Call(tj.randn(4) * 3))
+
+
+@pytest.mark.compile
+def test_a_value_guard_after_an_input_update_sees_the_old_input_when_it_fails():
+    """A kernel may write an input's new value into the input's own array; it must not
+    when a value guard follows (`int(h.mean())`), or a call whose guard fails runs again
+    from an input already updated (found by `python -m tracejit fuzz --backend numba`,
+    seed 112: x doubled twice)."""
+    def program(x, y):
+        x.mul_(2.0)
+        h = x * 1.0
+        return x, (h - y) * int(h.mean())
+
+    rng = np.random.default_rng(0)
+    traced = None
+    for call in range(4):
+        xv = (rng.standard_normal((2, 3)) * (1 + 3 * call)).astype(np.float32)
+        yv = rng.standard_normal((2, 3)).astype(np.float32)
+        want = program(tj.tensor(xv.copy()), tj.tensor(yv))
+        if traced is None:
+            traced = tj.trace(program, (tj.tensor(xv.copy()), tj.tensor(yv)), backend="numba")
+        x = tj.tensor(xv.copy())
+        got = traced(x, tj.tensor(yv))
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(x.numpy(), want[0].numpy())
+    assert traced.stats["guard_failures"] > 0  # the guard did fail, and was survived

@@ -269,7 +269,9 @@ def _writable_in_place(graph: Graph, k: int, node, target: Value) -> bool:
     """Whether fused node `k` may write a new value of input `target` into its array:
     the kernel reads `target` at each point of a loop of target's shape (the other
     operands no larger, so each element is read before it is written and never after),
-    and no later node or output reads the old value."""
+    and no later node or output reads the old value, and no later guard can abandon the
+    run (the call then runs again from its inputs, which must still hold their old values:
+    an input written before a value guard failed was updated twice)."""
     shape = tuple(map(str, target.shape))
     if target not in node.inputs or target in graph.outputs:
         return False
@@ -278,7 +280,7 @@ def _writable_in_place(graph: Graph, k: int, node, target: Value) -> bool:
         if dims != shape and any(d != "1" for d in dims):
             return False
     for later in graph.nodes[k + 1:]:
-        if any(x is target for x in later.inputs) or any(
+        if later.op == GUARD or any(x is target for x in later.inputs) or any(
                 target in r.inputs for r in later.regions):
             return False
     return True
