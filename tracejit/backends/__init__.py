@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 
+from .registry import AUTO, resolve
+
 _LOOP_KERNEL: list = []  # [loop_kernel or None], decided at the first call
 
 
 def eager_impl(op):
     if not _LOOP_KERNEL:
         on = os.environ.get("TRACEJIT_EAGER_KERNELS", "1") != "0" and \
-            os.environ.get("TRACEJIT_BACKEND", "numba") in ("numba", "auto")
+            resolve(AUTO) == "numba"
         if on:
             from .numba_loops import loop_kernel
         _LOOP_KERNEL.append(loop_kernel if on else None)

@@ -76,7 +76,7 @@ def set_enabled(on: bool | None) -> None:
     _SWITCH[0] = on
 
 
-def pending(module, kernel, args: list, name: str | None = None) -> bool:
+def pending(module, kernel, args: list, name: str) -> bool:
     """Whether this call of `kernel` (a Numba dispatcher of a cached kernel module, its
     attribute `name` there: a loop body's dispatchers are not named as their functions)
     must run without it: its compile for these arguments' types is under way in the
@@ -85,7 +85,6 @@ def pending(module, kernel, args: list, name: str | None = None) -> bool:
     sig = tuple(kernel.typeof_pyval(a) for a in args)
     if sig in kernel.overloads:
         return False
-    name = name or kernel.__name__
     key = (module.__name__, name, sig)
     with _LOCK:
         _collect()
