@@ -207,3 +207,26 @@ def test_a_new_process_loads_what_the_first_derived(cache):
     (first, g1), (second, g2) = (r.stdout.split() for r in runs)
     assert (first, second) == ("False", "True")
     assert g1 == g2
+
+
+def test_array_constants_are_kept_and_keyed_by_their_values(cache):
+    """A graph with an array constant (positions from an arange, as a GPT's forward makes
+    them) is kept; the constant's values are part of the key, so another constant of the
+    same shape is another entry, never the first one's gradient."""
+    def run(start):
+        fn = lambda x: (x * tj.arange(start, start + 3, dtype=tj.float32)).tanh().sum()  # noqa: E731
+        x = tj.randn(4, 3, requires_grad=True)
+        traced = tj.trace(fn, (x,), backend="numba")
+        traced(x).backward()
+        got = x.grad.numpy().copy()
+        x.grad = None
+        fn(x).backward()
+        np.testing.assert_allclose(got, x.grad.numpy(), rtol=1e-4, atol=1e-6)
+        return traced.traces[0].backwards[0]
+
+    assert not run(1).loaded
+    assert run(1).loaded
+    [path] = cache.glob("bwd_*.json")
+    assert '"arrays": {"a0"' in path.read_text()
+    assert not run(2).loaded  # the same graph and shapes, other values: a miss
+    assert len(list(cache.glob("bwd_*.json"))) == 2

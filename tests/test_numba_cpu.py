@@ -2,6 +2,7 @@
 Numba fails, and the disk cache (corruption, unsafe folders, concurrent processes)."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -790,3 +791,33 @@ def test_outputs_stored_into_their_inputs_arrays_take_kernels_made_for_that(n):
     [variant] = kernel.into.values()
     source = variant.module.__file__ and Path(variant.module.__file__).read_text()
     assert "def flat(i0, i1, i2, i3)" in source and "i2[i] = " in source
+
+
+_SPECIAL = """
+import numpy as np
+import tracejit as tj
+from tracejit.backends.special import ufunc
+x = np.linspace(-2, 2, 9, dtype=np.float32)
+print(float(np.abs(tj.erf(tj.from_numpy(x)).numpy()).sum()), float(tj.lgamma(
+    tj.tensor([0.5, 3.0])).sum()), ufunc("erf").loop.stats.cache_hits.total(),
+    ufunc("erf").loop.stats.cache_misses.total())
+"""
+
+
+@pytest.mark.compile
+def test_eager_special_functions_load_compiled_from_the_cache(tmp_path):
+    """erf (GELU's), erfc and the special functions run eagerly through Numba loops kept
+    in the kernel cache: a new process loads them compiled, not compiling them again
+    (0.15-0.3 s each, in every transformer's first step)."""
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path), TRACEJIT_BACKEND="numba")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", _SPECIAL], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+        return float(out[0]), float(out[1]), int(out[2]), int(out[3])
+    first, second = run(), run()
+    want = sum(abs(math.erf(v)) for v in np.linspace(-2, 2, 9, dtype=np.float32))
+    assert first[0] == pytest.approx(want, rel=1e-6) and second[:2] == first[:2]
+    assert first[1] == pytest.approx(math.lgamma(0.5) + math.lgamma(3.0), rel=1e-6)
+    assert (first[2], first[3]) == (0, 1)  # compiled for float32 in the first process
+    assert (second[2], second[3]) == (1, 0)  # loaded in the second

@@ -13,8 +13,9 @@ generated source.
 
 A hit skips the derivation; the host programs and kernels are then made from the loaded
 graphs as from derived ones (kernels come from the kernel cache). What is not kept:
-graphs with array constants, in-place updates or sizes as outputs, guards that check
-Python objects by identity, and anything on CUDA (`key` returns None and the
+graphs with array constants of more than ARRAY_BYTES in all (or of a dtype numpy's
+own format cannot name), in-place updates or sizes as outputs, guards that check Python
+objects by identity, and anything on CUDA (`key` returns None and the
 derivation runs). The files live in the kernel cache folder, with its rules (a folder
 only its owner can write; TRACEJIT_DISABLE_CACHE=1 turns both off): loading an entry runs
 its guard source, as loading a kernel runs its module. An entry's file starts with the
@@ -36,7 +37,8 @@ from ..core.log import enabled
 from ..backends import registry as backends
 
 FORMAT = "tracejit.backward"
-VERSION = 1
+VERSION = 2
+ARRAY_BYTES = 16 << 20  # array constants kept in an entry, at most (a GPT's causal mask)
 _FINGERPRINT: list = []
 
 
@@ -81,15 +83,41 @@ def key(forward, inputs: list, backend: str, known) -> str | None:
         graph = writer.graph(forward)
     except SaveError:
         return None
-    if writer.arrays:
+    arrays = _arrays(writer.arrays)
+    if arrays is None:
         return None
     bindings, shape_guards = known if known else ((), ())
     facts = [[list(b) for b in bindings],
              [[g.lhs, g.op, g.rhs, bool(g.expected)] for g in shape_guards]]
     text = json.dumps([FORMAT, VERSION, _code_fingerprint(), np.__version__, sys.version,
-                       graph, parts, facts, repr(STATE.autocast)], sort_keys=True,
+                       graph, parts, facts, repr(STATE.autocast),
+                       {k: [v["dtype"], v["shape"], hashlib.sha256(v["data"].encode())
+                            .hexdigest()] for k, v in arrays.items()}], sort_keys=True,
                       default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _arrays(arrays: dict) -> dict | None:
+    """A graph's array constants as JSON (dtype, shape, base64 bytes), or None when they
+    are too large to keep or of a dtype numpy cannot name by its string (bfloat16)."""
+    import base64
+
+    if sum(a.nbytes for a in arrays.values()) > ARRAY_BYTES:
+        return None
+    out = {}
+    for k, a in arrays.items():
+        if a.dtype.kind not in "biufc" or np.dtype(a.dtype.str) != a.dtype:
+            return None
+        out[k] = {"dtype": a.dtype.str, "shape": list(a.shape),
+                  "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()}
+    return out
+
+
+def _decode_arrays(arrays: dict) -> dict:
+    import base64
+
+    return {k: np.frombuffer(base64.b64decode(v["data"]), dtype=np.dtype(v["dtype"]))
+            .reshape(v["shape"]) for k, v in arrays.items()}
 
 
 def _path(name: str) -> Path | None:
@@ -116,7 +144,7 @@ def load(name: str) -> dict | None:
         if entry.get("format") != FORMAT or entry.get("version") != VERSION or \
                 entry.get("key") != name:
             return None
-        reader = _Reader({})
+        reader = _Reader(_decode_arrays(entry.get("arrays", {})))
         for k in ("forward_final", "backward_final"):  # what a call runs
             entry[k] = reader.graph(entry[k])
         entry["decode"] = reader.graph  # the graphs as recorded: on first use
@@ -140,9 +168,10 @@ def store(name: str, entry: dict) -> bool:
             out[k] = writer.graph(entry[k])
     except SaveError:
         return False
-    if writer.arrays:
+    arrays = _arrays(writer.arrays)
+    if arrays is None:
         return False
-    out.update(format=FORMAT, version=VERSION, key=name)
+    out.update(format=FORMAT, version=VERSION, key=name, arrays=arrays)
     try:
         body = json.dumps(out).encode()
         atomic_write_bytes(path, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)

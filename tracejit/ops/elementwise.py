@@ -72,23 +72,18 @@ def _rsqrt(x, out=None):
     return np.divide(1, r, out=r)
 
 
-_erf_ufunc = None
+def _special(name: str):
+    """The numpy impl of a special function or of a libm function numpy lacks: its Numba
+    ufunc (backends/special.py), float16/bfloat16 in float32 and rounded back."""
+    def impl(x, out=None):
+        from ..backends.special import ufunc
 
-
-def _erf(x, out=None):
-    """erf through a Numba ufunc over libm's erf (numpy has none)."""
-    global _erf_ufunc
-    if _erf_ufunc is None:
-        import numba
-
-        def erf(v):
-            return math.erf(v)
-
-        _erf_ufunc = numba.vectorize(["float32(float32)", "float64(float64)"])(erf)
-    x = np.asarray(x)
-    if x.dtype.itemsize == 2:  # float16, bfloat16: in float32, rounded back
-        return _erf_ufunc(x.astype(np.float32)).astype(x.dtype)
-    return _erf_ufunc(x, out=out) if out is not None else _erf_ufunc(x)
+        x = np.asarray(x)
+        if x.dtype.itemsize == 2:
+            return ufunc(name)(x.astype(np.float32)).astype(x.dtype)
+        return ufunc(name)(x, out=out) if out is not None else ufunc(name)(x)
+    impl.__name__ = name
+    return impl
 
 
 def _clamp(x, min=None, max=None, out=None):
@@ -172,7 +167,7 @@ _unary("leaky_relu", _leaky_relu,
        lambda negative_slope=0.01: select(X > 0, X, X * negative_slope),
        lambda g, out, x, negative_slope=0.01: (F.where(x > 0, g, g * negative_slope),),
        rule=PROMOTE)
-_unary("erf", _erf, call("erf", X),
+_unary("erf", _special("erf"), call("erf", X),
        lambda g, out, x: (g * F.exp(-(x * x)) * (2 / math.sqrt(math.pi)),))
 def _sign(x):
     """PyTorch's sign: 0 for NaN (numpy's gives NaN), as the kernels' expression does."""
@@ -530,33 +525,10 @@ _unary("nan_to_num", _nan_to_num,
        lambda nan=0.0, posinf=0.0, neginf=0.0: select(
            ne(X, X), nan, select(eq(X, math.inf), posinf, select(eq(X, -math.inf), neginf, X))),
        lambda g, out, x, **attrs: (F.where(F.isfinite(x), g, 0),), rule=PROMOTE)
-_libm_ufuncs: dict = {}
-
-
-def _libm(name: str):
-    """A numpy impl of libm's `name` (numpy has none) through a Numba ufunc, made on first
-    use; float16/bfloat16 in float32, rounded back."""
-    def impl(x, out=None):
-        fn = _libm_ufuncs.get(name)
-        if fn is None:
-            import numba
-
-            scalar = getattr(math, name)
-
-            def kernel(v):
-                return scalar(v)
-            fn = _libm_ufuncs[name] = numba.vectorize(
-                ["float32(float32)", "float64(float64)"])(kernel)
-        x = np.asarray(x)
-        if x.dtype.itemsize == 2:
-            return fn(x.astype(np.float32)).astype(x.dtype)
-        return fn(x, out=out) if out is not None else fn(x)
-    impl.__name__ = name
-    return impl
 
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
-_unary("erfc", _libm("erfc"), call("erfc", X),
+_unary("erfc", _special("erfc"), call("erfc", X),
        lambda g, out, x: (-(g * F.exp(-(x * x)) * _TWO_OVER_SQRT_PI),), api=API)
 
 
@@ -626,20 +598,6 @@ _binary("logaddexp2", np.logaddexp2,
 
 
 # ---- special functions (backends/special.py: PyTorch's values at the poles) ----------------
-def _special(name: str):
-    """The numpy impl of a special function: its Numba ufunc, float16/bfloat16 in float32
-    and rounded back."""
-    def impl(x, out=None):
-        from ..backends.special import ufunc
-
-        x = np.asarray(x)
-        if x.dtype.itemsize == 2:
-            return ufunc(name)(x.astype(np.float32)).astype(x.dtype)
-        return ufunc(name)(x, out=out) if out is not None else ufunc(name)(x)
-    impl.__name__ = name
-    return impl
-
-
 _trigamma = _unary("trigamma", _special("trigamma"), call("trigamma", X))  # (polygamma(1, x))
 _unary("lgamma", _special("lgamma"), call("lgamma", X),
        lambda g, out, x: (g * F.digamma(x),), api=API)

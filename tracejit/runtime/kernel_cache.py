@@ -90,7 +90,7 @@ _IMPORTED: list = []
 
 
 # what generated kernels compile besides their own text: a change to one is a new key
-_COMPILED_WITH = ("scalar_math.py", "loop_math.py", "numba_blas.py")
+_COMPILED_WITH = ("scalar_math.py", "loop_math.py", "numba_blas.py", "special.py")
 
 
 def _imported_source() -> str:
