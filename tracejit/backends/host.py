@@ -56,6 +56,9 @@ def static_broadcast(shapes: list) -> tuple | None:
     return tuple(out)
 
 
+_NAME = re.compile(r"\b[A-Za-z_]\w*")
+
+
 class _Emitter:
     """Source lines plus the namespace the generated function closes over."""
 
@@ -127,11 +130,11 @@ class HostProgram:
                 self._emit_region(em, node, args, outs, into)
             else:
                 self._emit_op(em, node, args, outs[0])
-        body = "\n".join(em.lines)
-        sizes = [f"{sym} = v{i}.shape[{d}]" for i, d, sym in bindings
-                 if re.search(rf"\b{sym}\b", body)]
-        head = [f"v{i} = t{i}._data" for i in range(len(graph.inputs))
-                if re.search(rf"\bv{i}\b", body + "\n".join(sizes))]
+        used = set(_NAME.findall("\n".join(em.lines)))  # (one scan: a search per name
+        sizes = [f"{sym} = v{i}.shape[{d}]" for i, d, sym in bindings  # took 50 ms of a
+                 if sym in used]                                       # GPT's programs)
+        used.update(_NAME.findall("\n".join(sizes)))
+        head = [f"v{i} = t{i}._data" for i in range(len(graph.inputs)) if f"v{i}" in used]
         em.lines[:0] = head + sizes
         em.ns["_guard"] = check_guard
         result, wrapped = [], set()
