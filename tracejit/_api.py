@@ -39,6 +39,8 @@ try:
     from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
     from . import autograd, nn, optim  # noqa: E402
+    from .nn import top_level as _top_level  # torch.conv2d, torch.layer_norm, ...
+    globals().update(_top_level.names())
     from . import distributed, jit, onnx, utils  # noqa: E402
     from . import amp, cpu, profiler  # noqa: E402
     from .amp import autocast  # noqa: E402
