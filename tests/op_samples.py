@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from tracejit import dtypes as dt
 from tracejit.ops.indexing import Slot
 
 RNG = np.random.default_rng(1234)
@@ -365,6 +366,9 @@ SAMPLES = {
             lambda *xs, dim: np.concatenate(xs, dim), [0, 1]),
     "clone": ([S(f(3, 4))], lambda x: x + 0, [0]),
     "detach": ([S(f(3, 4))], lambda x: x + 0, []),
+    "view_dtype": ([S(f(3, 4), dtype=dt.int64), S(f(2, 4), dtype=dt.float32)],
+                   lambda x, dtype: np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype.np)
+                   .reshape(x.shape[:-1] + (-1,)), []),
     "getitem": ([S(f(4, 5), index=(slice(1, 3), 2)), S(f(4, 5), index=(None, Ellipsis, 1)),
                  S(f(4, 5), _I, index=(Slot(0),)), S(f(4, 5), _I, _I, index=(Slot(0), Slot(1)))],
                 lambda x, *idx, index: x[tuple(idx[i.k] if isinstance(i, Slot) else i

@@ -94,6 +94,23 @@ CASES = [
     ("normalize-zero-rows", lambda m, x: m.nn.functional.normalize(x * m.tensor(
         [[0.0], [1.0], [1e-13]]), dim=-1), [f32(3, 4)]),
     ("view_as", lambda m, x, y: x.view_as(y.detach()), [f32(6), f32(2, 3)]),
+    ("tensor-unfold", lambda m, x: x.unfold(1, 3, 2), [f32(2, 7, 3)]),
+    ("tensor-unfold-last-overlapping", lambda m, x: x.unfold(-1, 2, 1), [f32(3, 5)]),
+    ("tensor-unfold-first-whole", lambda m, x: x.unfold(0, 4, 3), [f32(4, 2)]),
+    ("tensor-unfold-0d", lambda m, x: x[0].unfold(0, 1, 1), [f32(2)]),
+    ("movedim", lambda m, x: m.movedim(x, (0, 1), (2, 0)), [f32(2, 3, 4)]),
+    ("moveaxis-method", lambda m, x: x.moveaxis(-1, 0), [f32(2, 3, 4)]),
+    ("sum-axis-keepdims", lambda m, x: x.sum(axis=1, keepdims=True), [f32(3, 4)]),
+    ("cat-axis", lambda m, x: m.cat([x, x * 2], axis=1), [f32(2, 3)]),
+    ("stack-axis", lambda m, x: m.stack([x, x * 2], axis=-1), [f32(2, 3)]),
+    ("softmax-axis", lambda m, x: x.softmax(axis=0), [f32(3, 4)]),
+    ("amax-axis", lambda m, x: m.amax(x, axis=-1, keepdims=True), [f32(3, 4)]),
+    ("var-axis", lambda m, x: x.var(axis=0), [f32(5, 2)]),
+    ("bitcast-round-trip", lambda m, x: (x.view(m.int32) & 0x7FFFFFFF).view(m.float32) * 2,
+     [special()]),
+    ("bitcast-wider", lambda m, x: x.view(m.float64), [f32(3, 4)]),
+    ("bitcast-narrower", lambda m, x: x.view(m.uint8), [f32(2, 3)]),
+    ("bitcast-uint32", lambda m, x: x.view(m.uint32) & 0x7FF, [f32(5)]),
 ]
 
 
@@ -243,6 +260,21 @@ ERRORS = [
     ("normalize-dim", lambda m: _nnf(m).normalize(m.ones(3)), IndexError),
     ("dropout2d-p", lambda m: _nnf(m).dropout2d(m.ones(2, 3, 4, 4), 1.5), ValueError),
     ("view_as-non-contiguous", lambda m: m.ones(3, 4).t().view_as(m.ones(12)), RuntimeError),
+    ("unfold-size-too-large", lambda m: m.ones(3, 4).unfold(1, 5, 1), RuntimeError),
+    ("unfold-step-zero", lambda m: m.ones(3, 4).unfold(1, 2, 0), RuntimeError),
+    ("unfold-dim", lambda m: m.ones(3, 4).unfold(2, 2, 1), IndexError),
+    ("movedim-repeated", lambda m: m.movedim(m.ones(2, 3), (0, 0), (0, 1)), RuntimeError),
+    ("movedim-lengths", lambda m: m.movedim(m.ones(2, 3), (0, 1), (1,)), RuntimeError),
+    ("sum-dim-and-axis", lambda m: m.ones(2, 3).sum(0, axis=0), TypeError),
+    ("bitcast-0d", lambda m: m.tensor(1.0).view(m.uint8), RuntimeError),
+    ("bitcast-stride", lambda m: m.ones(4, 6).t().view(m.float16), RuntimeError),
+    ("bitcast-size", lambda m: m.ones(3, 3).view(m.float64), RuntimeError),
+    ("uint16-with-int32", lambda m: m.ones(2, dtype=m.uint16) * m.ones(2, dtype=m.int32),
+     RuntimeError),
+    ("uint32-with-bool", lambda m: m.ones(2, dtype=m.uint32) * m.ones(2, dtype=m.bool),
+     RuntimeError),
+    ("uint64-with-uint8", lambda m: m.ones(2, dtype=m.uint64) * m.ones(2, dtype=m.uint8),
+     RuntimeError),
 ]
 
 
@@ -487,3 +519,80 @@ def test_a_batch_of_matrices_times_one_matrix_with_an_empty_batch():
             w.grad.numpy(), a.detach().numpy().reshape(-1, 4).T @ np.ones(
                 (int(np.prod(shape[:-1])), 5), np.float32), rtol=1e-5, atol=1e-6)
         assert tuple(a.grad.shape) == shape
+
+
+# ---- uint16/32/64: PyTorch's limited unsigned types -----------------------------------------
+UNSIGNED = ["uint16", "uint32", "uint64"]
+
+
+@requires_torch
+@pytest.mark.parametrize("name", UNSIGNED)
+def test_wide_unsigned_types_promote_and_reduce_as_pytorch(name):
+    import torch
+
+    def results(m):
+        d = getattr(m, name)
+        a = m.tensor([1, 2, 60000], dtype=d)
+        outs = [a * 3, a * True, a * m.tensor(2), a + 1.5, a / 2, a * m.tensor(2.0), a.sum(),
+                a.cumsum(0), a.prod(), a == 2, a & 6, a.bitwise_xor(a), m.cat([a, a]), a[1:],
+                a.sort().values, m.tensor([-1, 5]).to(d), a.float(), m.full((2,), 7, dtype=d),
+                m.zeros(2, dtype=d).view(m.int16 if name == "uint16" else m.float32),
+                a.reshape(3, 1).expand(3, 2)]
+        return [(o.numpy().tolist(), str(o.dtype).split(".")[-1]) for o in outs]
+
+    assert results(tj) == results(torch)
+
+
+@pytest.mark.parametrize("backend", ["interpret", pytest.param("numba", marks=pytest.mark.compile)])
+@pytest.mark.parametrize("name", UNSIGNED)
+def test_wide_unsigned_kernels_keep_the_full_range(name, backend):
+    d = getattr(tj, name)
+    top = np.iinfo(d.np).max
+    x = tj.tensor([top, top - 6, 5], dtype=d)
+    traced = tj.trace(lambda a: (a * 3 + 1) // 2 - (a & 1), (x,), backend=backend)
+    got = traced(x)
+    want = (x * 3 + 1) // 2 - (x & 1)
+    assert got.dtype is d and got.numpy().tolist() == want.numpy().tolist()
+    ref = ((x.numpy().astype(object) * 3 + 1) % (top + 1) // 2 - (x.numpy().astype(object) & 1))
+    assert want.numpy().tolist() == [int(v) % (top + 1) for v in ref]
+    assert traced.stats["eager_fallbacks"] == 0
+
+
+def test_a_bitcast_shares_memory_and_is_not_differentiable():
+    x = tj.zeros(4, requires_grad=True)
+    bits = x.detach().view(tj.int32)
+    bits[0] = 1  # the smallest subnormal
+    assert x[0].item() == np.float32(1.4e-45) and bits.dtype is tj.int32
+    y = x.view(tj.float16)
+    assert tuple(y.shape) == (8,) and not y.requires_grad and y.grad_fn is None
+    assert tj.ones(2).view("int32").numpy().tolist() == [1065353216] * 2
+    assert tj.ones(2).view(np.int32).dtype is tj.int32
+
+
+def test_upsample_is_interpolate_with_pytorchs_deprecation_warning():
+    x = tj.tensor(f32(1, 2, 3, 3))
+    with pytest.warns(UserWarning, match="upsample is deprecated"):
+        y = tj.nn.functional.upsample(x, scale_factor=2, mode="bilinear", align_corners=False)
+    want = tj.nn.functional.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    np.testing.assert_array_equal(y.numpy(), want.numpy())
+
+
+def test_axis_and_keepdims_are_accepted_wherever_dim_and_keepdim_are():
+    x = tj.tensor(f32(3, 4))
+    np.testing.assert_array_equal(x.sum(axis=0).numpy(), x.sum(dim=0).numpy())
+    np.testing.assert_array_equal(tj.amax(x, axis=1, keepdims=True).numpy(),
+                                  tj.amax(x, 1, True).numpy())
+    assert x.max(axis=1).indices.numpy().tolist() == x.max(1).indices.numpy().tolist()
+    # a scripted list joined with axis= is still the list op scripting records
+    sf = tj.script(_stack_rows)
+    for n in (2, 5):
+        xs = tj.tensor(f32(n, 3))
+        np.testing.assert_allclose(sf(xs).numpy(), _stack_rows(xs).numpy())
+    assert sf.stats["eager_fallbacks"] == 0
+
+
+def _stack_rows(x):
+    rows = []
+    for t in range(x.shape[0]):
+        rows.append(x[t] * 2)
+    return tj.stack(rows, axis=1)

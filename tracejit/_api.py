@@ -22,8 +22,8 @@ try:
                                     gt, index_select, isclose, isfinite, isnan, le, lerp,
                                     log, log1p, log_softmax, logical_and, logical_not,
                                     logical_or, logsumexp, lt, masked_fill, matmul, max,
-                                    maximum, mean, min, minimum, mm, mul, narrow, ne, neg,
-                                    nonzero, norm, outer, permute, pow, prod, relu,
+                                    maximum, mean, min, minimum, mm, moveaxis, movedim, mul,
+                                    narrow, ne, neg, nonzero, norm, outer, permute, pow, prod, relu,
                                     remainder, repeat, reshape, roll, rsqrt, sigmoid, sign,
                                     sin, softmax, split, sqrt, square, squeeze, stack, std,
                                     sub, sum, t, tanh, transpose, tril, triu, unbind,
@@ -60,10 +60,15 @@ bool = _dtypes.bool_
 float32, float64, float16 = _dtypes.float32, _dtypes.float64, _dtypes.float16
 int32, int64 = _dtypes.int32, _dtypes.int64
 int8, uint8, int16, short = _dtypes.int8, _dtypes.uint8, _dtypes.int16, _dtypes.int16
+uint16, uint32, uint64 = _dtypes.uint16, _dtypes.uint32, _dtypes.uint64
 float, double, half, long = float32, float64, float16, int64
 
 clip = clamp
 multiply, divide, subtract, true_divide, absolute = mul, div, sub, div, abs
+
+from .tensor import aliases as _aliases  # noqa: E402
+
+_aliases.install(globals(), Tensor)  # x.sum(axis=0), tj.cat(ts, axis=1)
 
 from .runtime import memory as _memory  # noqa: E402
 

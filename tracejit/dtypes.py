@@ -37,6 +37,10 @@ int8 = dtype("int8", np.int8, 1, "i8")
 int16 = dtype("int16", np.int16, 1, "i16")
 int32 = dtype("int32", np.int32, 1, "i32")
 int64 = dtype("int64", np.int64, 1, "i64")
+# PyTorch's "shell" unsigned types: they promote only with themselves and floats
+uint16 = dtype("uint16", np.uint16, 1, "u16")
+uint32 = dtype("uint32", np.uint32, 1, "u32")
+uint64 = dtype("uint64", np.uint64, 1, "u64")
 float16 = dtype("float16", np.float16, 2, "f16")
 float32 = dtype("float32", np.float32, 2, "f32")
 float64 = dtype("float64", np.float64, 2, "f64")
@@ -47,7 +51,9 @@ float64 = dtype("float64", np.float64, 2, "f64")
 bfloat16 = None
 BF16_NP = None  # its numpy dtype, once made
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32,
+       float64)
+WIDE_UNSIGNED = (uint16, uint32, uint64)
 FLOATING = (float16, float32, float64)
 LOW_PRECISION = (float16,)
 _BY_NP = {d.np: d for d in ALL}
@@ -55,7 +61,7 @@ _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
                  "int": int32, "f32": float32, "f64": float64, "f16": float16,
                  "i32": int32, "i64": int64, "b8": bool_, "short": int16, "i16": int16,
-                 "i8": int8, "u8": uint8})
+                 "i8": int8, "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64})
 
 default_float = float32
 default_int = int64
@@ -76,7 +82,8 @@ def bfloat16_dtype() -> dtype:
         bf = dtype("bfloat16", ml_dtypes.bfloat16, 2, "bf16")
         _BY_NP[bf.np] = bf  # (in place: other modules hold these dicts)
         _BY_NAME["bfloat16"] = _BY_NAME["bf16"] = bf
-        ALL = (bool_, uint8, int8, int16, int32, int64, float16, bf, float32, float64)
+        ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bf,
+               float32, float64)
         FLOATING = (float16, bf, float32, float64)
         LOW_PRECISION = (float16, bf)
         BF16_NP, bfloat16 = bf.np, bf
@@ -121,13 +128,22 @@ def _higher(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
     if a.category != b.category:
+        if a.category != 2 and b.category != 2 and (a in WIDE_UNSIGNED or b in WIDE_UNSIGNED):
+            _unpromotable(a, b)
         return a if a.category > b.category else b
     if a.itemsize == b.itemsize == 2 and a.category == 2:  # float16 with bfloat16
         return float32
+    if a in WIDE_UNSIGNED or b in WIDE_UNSIGNED:
+        _unpromotable(a, b)
     if a.np.kind != b.np.kind and a.category == 1:  # uint8 with a signed integer
         signed = b if a is uint8 else a
         return int16 if signed.itemsize == 1 else signed
     return a if a.itemsize >= b.itemsize else b
+
+
+def _unpromotable(a: dtype, b: dtype):
+    raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted "
+                    f"to promote {a.name} and {b.name}")
 
 
 _SCALAR_DTYPE = {bool: bool_, int: int64, float: float32}

@@ -230,3 +230,15 @@ def test_a_square_matrix_transposes_on_the_device():
     h, u = tj.randn(2, 4), tj.randn(4, 4)
     np.testing.assert_allclose((h.cuda() @ u.cuda().t()).cpu().numpy(), (h @ u.t()).numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["uint32", "uint64"])
+def test_wide_unsigned_kernels_keep_the_full_range_on_the_device(name):
+    d = getattr(tj, name)
+    top = np.iinfo(d.np).max
+    x = tj.tensor([top, top - 6, 5], dtype=d)
+    traced = tj.trace(lambda a: (a * 3 + 1) // 2 - (a & 1), (x.cuda(),))
+    got = traced(x.cuda())
+    want = (x * 3 + 1) // 2 - (x & 1)
+    assert got.is_cuda and got.dtype is d
+    assert got.cpu().numpy().tolist() == want.numpy().tolist()

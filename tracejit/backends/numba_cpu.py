@@ -40,6 +40,7 @@ from ..codegen.plan import is_row_value as _is_row_value
 
 _NP_TYPES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64",
              "int8": "np.int8", "uint8": "np.uint8", "int16": "np.int16",
+             "uint16": "np.uint16", "uint32": "np.uint32", "uint64": "np.uint64",
              "float16": "np.float32", "bfloat16": "np.float32",  # (held in float32)
              "float32": "np.float32", "float64": "np.float64"}
 
@@ -78,8 +79,9 @@ _FORMS = {dtype: {fn: f"{form}({{0}})" for fn, form in forms.items()}
                                ("bfloat16", FLOAT32_FORMS), ("float64", FLOAT64_FORMS))}
 # ... and integers' C remainder from Python's (Numba's np.fmod of integers takes the
 # divisor's sign)
-_FORMS["int8"] = _FORMS["uint8"] = _FORMS["int16"] = _FORMS["int32"] = _FORMS["int64"] = {
-    "fmod": "(({0} % {1}) - ({1} if ({0} % {1}) != 0 and ({0} < 0) != ({1} < 0) else 0))"}
+_FORMS.update(dict.fromkeys(("int8", "uint8", "int16", "int32", "int64", "uint16", "uint32",
+                              "uint64"), {
+    "fmod": "(({0} % {1}) - ({1} if ({0} % {1}) != 0 and ({0} < 0) != ({1} < 0) else 0))"}))
 _FLOAT32_MATH = ("float32", "float16", "bfloat16")  # computed in float32 registers
 
 
@@ -93,11 +95,17 @@ def _number(v) -> str:
     return repr(v)
 
 
+def unsigned_constant(value: int) -> str:
+    """An integer constant of uint64 math: Numba computes a uint64 with an int64 in float64
+    (losing the low bits past 2**53), so the constant is made unsigned, modulo 2**64."""
+    return f"np.uint64({value % 2 ** 64})"
+
+
 def render_statement(st: Statement) -> str:
     """The CPU spelling of a statement: each scalar function from CODE_FOR_FN (or its
     vectorisable form), float32 math with typed constants (a Python float literal would
-    widen it to float64), and a Python number that meets a float16/bfloat16 tensor
-    rounded to that dtype first (as numpy does)."""
+    widen it to float64), uint64 math with unsigned constants, and a Python number that
+    meets a float16/bfloat16 tensor rounded to that dtype first (as numpy does)."""
     rounding = _ROUND.get(st.dtype)
     forms = _FORMS.get(st.dtype, {})
 
@@ -106,6 +114,8 @@ def render_statement(st: Statement) -> str:
             return leaf(st.args[e.index], True)
         if isinstance(e, Ref):
             return e.name
+        if st.dtype == "uint64" and type(e.value) is int:
+            return unsigned_constant(e.value)
         text = _number(e.value)
         if isinstance(e.value, bool) or st.dtype not in _FLOAT32_MATH:
             return text

@@ -26,7 +26,8 @@ from ..ir.graph import Graph
 from ..ops.scalar import MAX, MEAN, MIN, PROD, SPECIAL, SUM, Arg, Ref, render
 from ..runtime.kernel_cache import load_module
 from .numba_cpu import CODE_FOR_FN as _CPU_CODE
-from .numba_cpu import _NP_TYPES, _concrete, _index, _number, _shape_codes, _size_codes
+from .numba_cpu import (_NP_TYPES, _concrete, _index, _number, _shape_codes, _size_codes,
+                        unsigned_constant)
 from .numba_cpu import _row_item as row_item
 from .numba_cpu import store_lines
 
@@ -73,6 +74,8 @@ def render_statement(st: Statement) -> str:
             return leaf(st.args[e.index])
         if isinstance(e, Ref):
             return e.name
+        if st.dtype == "uint64" and type(e.value) is int:
+            return unsigned_constant(e.value)
         text = _number(e.value)
         # float32 math gets typed constants (a Python float would widen it to float64)
         return f"np.float32({text})" if st.dtype == "float32" and not isinstance(
@@ -189,7 +192,8 @@ def _combine(monoid) -> str:
 
 _NUMBA_TYPES = {"float32": "numba.float32", "float64": "numba.float64",
                 "int32": "numba.int32", "int64": "numba.int64", "bool": "numba.boolean",
-                "int8": "numba.int8", "uint8": "numba.uint8", "int16": "numba.int16"}
+                "int8": "numba.int8", "uint8": "numba.uint8", "int16": "numba.int16",
+                "uint16": "numba.uint16", "uint32": "numba.uint32", "uint64": "numba.uint64"}
 
 
 def _initial(monoid, dtype: str) -> str:

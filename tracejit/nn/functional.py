@@ -18,7 +18,7 @@ __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_r
            "conv_transpose2d", "conv_transpose3d", "unfold", "fold", "max_pool1d",
            "max_pool2d", "max_pool3d", "max_unpool2d", "avg_pool1d", "avg_pool2d",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
-           "interpolate", "upsample_nearest", "upsample_bilinear",
+           "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
            "scaled_dot_product_attention", "multi_head_attention_forward"]
 
 
@@ -1649,6 +1649,13 @@ def _adaptive_avg(input, output_size):
     for i, (n, o) in enumerate(zip(input.shape[2:], output_size)):
         y = _resample(y, 2 + i, *_area_taps(int(n), o, real))
     return y
+
+
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    """interpolate (PyTorch's deprecated spelling; it warns as PyTorch does)."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):

@@ -19,7 +19,8 @@ ONNX_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
               "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
               "int32": TensorProto.INT32, "bool": TensorProto.BOOL,
               "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
-              "int16": TensorProto.INT16}
+              "int16": TensorProto.INT16, "uint16": TensorProto.UINT16,
+              "uint32": TensorProto.UINT32, "uint64": TensorProto.UINT64}
 
 
 class ExportError(RuntimeError):
@@ -405,6 +406,7 @@ REFUSED = {
     OPS["randn"]: "random numbers: an exported model would not draw eager's",
     OPS["randint"]: "random numbers: an exported model would not draw eager's",
     OPS["randperm"]: "random numbers: an exported model would not draw eager's",
+    OPS["view_dtype"]: "a bitcast (view(dtype)): ONNX has no operator reinterpreting bits",
     OPS["nonzero"]: f"{_LATER} (ONNX NonZero returns indices transposed)",
     OPS["arange"]: f"{_LATER} (Range)", OPS["linspace"]: f"{_LATER} (Range)",
     OPS["eye"]: f"{_LATER} (EyeLike)",

@@ -28,7 +28,7 @@ def _rounded_once(fn):
     do the generated kernels)."""
     def impl(x, *rest, **kw):
         d = getattr(x, "dtype", None)
-        if d is not None and d.itemsize == 2 and d.kind != "i":
+        if d is not None and d.itemsize == 2 and d.kind in "fV":
             out = fn(x.astype(np.float32), *[r.astype(np.float32) if getattr(
                 r, "dtype", None) == d else r for r in rest], **kw)
             return out.astype(d) if out.dtype == np.float32 else out

@@ -48,7 +48,7 @@ def _matmul(a, b):
         # the same numbers as matmul's, and numpy's broadcasting multiply is several times
         # faster than its matmul for it
         return np.multiply(a, b)
-    if a.dtype.itemsize == 2 and a.dtype.kind != "i":  # float16 / bfloat16: accumulate in
+    if a.dtype.itemsize == 2 and a.dtype.kind in "fV":  # float16 / bfloat16: accumulate in
         return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)  # f32
     if a.ndim == 2 and b.ndim == 2 and 2 <= a.shape[0] <= _FEW_ROWS and \
             b.shape[0] >= _WIDE and b.shape[1] >= _WIDE and b.flags.f_contiguous and \

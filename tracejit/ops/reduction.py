@@ -27,7 +27,7 @@ def _accumulator(x):
 
 def _low(x, r):
     """r rounded back to x's dtype when x is float16/bfloat16."""
-    return r.astype(x.dtype) if x.dtype.itemsize == 2 and x.dtype.kind != "i" else r
+    return r.astype(x.dtype) if x.dtype.itemsize == 2 and x.dtype.kind in "fV" else r
 
 
 # The reductions call the ufuncs' own `reduce` (what np.sum, np.mean and np.amax call):

@@ -122,9 +122,31 @@ def _same(x, *a, **k):
     return aval_of(x)
 
 
+def _view_dtype(x, dtype):
+    return x.view(dtype.np)
+
+
+def _infer_view_dtype(x, dtype):
+    """PyTorch's bitcast rule: the same shape between dtypes of one size; else the last
+    dimension (which must be contiguous) rescaled by the ratio of the sizes."""
+    a = aval_of(x)
+    old, new = a.dtype.itemsize, dtype.itemsize
+    if old == new:
+        return AVal(a.shape, dtype)
+    what = f"to view {a.dtype.name} as {dtype.name} (different element sizes)"
+    if not a.shape:
+        raise RuntimeError(f"self.dim() cannot be 0 {what}")
+    last = a.shape[-1]
+    if new > old and last * old % new:
+        raise RuntimeError(f"self.size(-1) must be divisible by {new // old} {what}, but got "
+                           f"{last}")
+    return AVal(a.shape[:-1] + (last * old // new,), dtype)
+
+
 register("reshape", SHAPE, lambda x, shape: x.reshape(shape), _infer_reshape,
          lambda g, out, x, shape: (F.reshape(g, tuple(x.shape)),), view=True,
          grad_name="ViewBackward0", noop="same_type")
+register("view_dtype", SHAPE, _view_dtype, _infer_view_dtype, view=True)
 register("permute", SHAPE, lambda x, dims: x.transpose(dims), _infer_permute,
          lambda g, out, x, dims: (F.permute(g, tuple(np.argsort(dims).tolist())),), view=True,
          grad_name="PermuteBackward0", noop=lambda attrs: attrs["dims"] == tuple(

@@ -339,8 +339,9 @@ def _list_call(rec, f, args, kwargs):
                           "len, indexing, iteration, tj.stack and tj.cat are)")
     if f is builtins.len and len(args) == 1 and lists.is_tracked(rec, args[0]):
         return lists.length(rec, args[0])
+    f = getattr(f, "__tj_aliased__", f)  # (tj.stack accepts axis=: tensor/aliases.py)
     if f in (T.stack, T.cat) and args and lists.is_tracked(rec, args[0]):
-        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", kwargs.get("axis", 0))
         return lists.combine(rec, "stack" if f is T.stack else "cat", args[0], dim)
     return _MISSING
 

@@ -90,6 +90,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
         return _finish(out if device is None else out.to(device), requires_grad)
     else:
         arr = np.array(data, dtype=_infer_dtype(data).np if dtype is None else None)
+        if arr.dtype.kind == "f" and dtype is not None and dt.as_dtype(dtype) is dt.uint64:
+            arr = np.array(data, dtype=np.uint64)  # (numpy makes ints past int64's floats)
     if dtype is not None:
         arr = arr.astype(dt.as_dtype(dtype).np, copy=False)
     return _finish(_place(_make(arr), device), requires_grad)

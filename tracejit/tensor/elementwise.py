@@ -25,7 +25,8 @@ def _cpu_name(d: dt.dtype) -> str:
     """PyTorch's name of a dtype in its kernels' errors ('Float', 'Long', 'Bool')."""
     return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
             "int32": "Int", "int64": "Long", "bool": "Bool", "int16": "Short", "int8": "Char",
-            "uint8": "Byte"}.get(d.name, d.name)
+            "uint8": "Byte", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64"
+            }.get(d.name, d.name)
 
 
 def _no_kernel(name: str, d: dt.dtype, expected: str):

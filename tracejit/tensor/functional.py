@@ -454,14 +454,29 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    if len(shape) == 1 and isinstance(shape[0], (dt.dtype, type)):
-        raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
+    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list, SymInt)):
+        return view_dtype(input, shape[0])
     if not input._data.flags.c_contiguous and input.ndim > 1 and \
             not _viewable(input._data, shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
     return reshape(input, *shape)
+
+
+def view_dtype(input, dtype):
+    """The same memory read as `dtype` (a bitcast, not differentiable): between dtypes of
+    one size the shape is kept, else the last dimension, which must be contiguous, is
+    rescaled."""
+    dtype = dt.as_dtype(dtype)
+    if dtype is input.dtype:
+        return input
+    if dtype.itemsize != input.dtype.itemsize and input.ndim and input.shape[-1] != 1 and \
+            input._data.strides[-1] != input.dtype.itemsize:
+        raise RuntimeError(f"self.stride(-1) must be 1 to view {input.dtype.name} as "
+                           f"{dtype.name} (different element sizes), but got "
+                           f"{input._data.strides[-1] // input.dtype.itemsize}")
+    return apply(OPS.view_dtype, detach(input), dtype=dtype)
 
 
 def _viewable(array, shape) -> bool:
@@ -747,6 +762,57 @@ def roll(input, shifts, dims=None):
         if shift:
             out = cat([narrow(out, d, n - shift, shift), narrow(out, d, 0, n - shift)], d)
     return clone(out) if out is input else out
+
+
+def movedim(input, source, destination):
+    """The dims `source` moved to the places `destination` names, the others keeping
+    their order (a permute)."""
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims)")
+    n = input.ndim
+    src = [normalize_dim(d, n, "movedim") for d in src]
+    dst = [normalize_dim(d, n, "movedim") for d in dst]
+    for what, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) < len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{what}` ({dims})")
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(n) if d not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return permute(input, *order) if n else input
+
+
+moveaxis = movedim
+
+
+def unfold(input, dimension, size, step):
+    """Tensor.unfold: every window of `size` elements along `dimension`, `step` apart,
+    as a new last dim (the dim itself counts the windows).
+
+    >>> tj.arange(5).unfold(0, 2, 2)    # tensor([[0, 1], [2, 3]])
+    """
+    d = normalize_dim(dimension, builtins.max(input.ndim, 1), "unfold")
+    length = input.shape[d] if input.ndim else 1
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is "
+                           f"{size}")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if input.ndim == 0:
+        return reshape(input, 1)
+    count = (int(length) - size) // step + 1
+    starts = np.arange(count, dtype=np.int64) * step
+    index = _make((starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1))
+    shape = tuple(input.shape)
+    windows = reshape(index_select(input, d, index), shape[:d] + (count, size) + shape[d + 1:])
+    return movedim(windows, d + 1, -1)
 
 
 # ---- matmul --------------------------------------------------------------------------------
@@ -1051,7 +1117,8 @@ def _install_methods():
                  "transpose t unsqueeze squeeze expand expand_as broadcast_to sum_to_size repeat "
                  "narrow split chunk unbind contiguous flip matmul mm bmm dot outer gather "
                  "index_select masked_fill nonzero to cuda cpu add_ sub_ zero_ fill_ copy_ "
-                 "clamp_ lerp lerp_ view_as tril triu tril_ triu_ roll").split():
+                 "clamp_ lerp lerp_ view_as tril triu tril_ triu_ roll movedim moveaxis unfold"
+                 ).split():
         setattr(T, name, globals()[name])
     T.clip, T.clip_, T.absolute, T.multiply, T.divide, T.true_divide, T.subtract = (
         clamp, clamp_, abs, mul, div, div, sub)
