@@ -81,7 +81,7 @@ def test_changed_settings_make_a_new_trace(monkeypatch):
         for p in params:
             p.grad = tj.ones_like(p)
         if step == 2:
-            opt.param_groups[0]["betas"] = (0.5, 0.9)
+            opt.param_groups[0]["eps"] = 1e-3
         opt.step()
     assert len(opt._traces) == 2
     eager = _params()
@@ -90,10 +90,37 @@ def test_changed_settings_make_a_new_trace(monkeypatch):
         for p in eager:
             p.grad = tj.ones_like(p)
         if step == 2:
-            ref.param_groups[0]["betas"] = (0.5, 0.9)
+            ref.param_groups[0]["eps"] = 1e-3
         ref.step()
     for a, b in zip(eager, params):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+@pytest.mark.parametrize("name,kwargs", [("SGD", dict(lr=0.1, momentum=0.9)),
+                                         ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+                                         ("AdamW", dict(lr=1e-2, weight_decay=0.1))])
+def test_a_schedule_cycling_momentum_or_beta1_keeps_one_trace(name, kwargs, monkeypatch):
+    """OneCycleLR changes the momentum (SGD) or beta1 (Adam) every step: they are inputs
+    of the fused update, as the learning rate is, not constants that retrace it."""
+    monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
+
+    def run(foreach):
+        params = _params()
+        opt = getattr(tj.optim, name)(params, foreach=foreach, **kwargs)
+        sched = tj.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.2, total_steps=8)
+        rng = np.random.default_rng(3)
+        for _ in range(8):
+            for p in params:
+                p.grad = tj.tensor(rng.standard_normal(p.shape), dtype=tj.float32)
+            opt.step()
+            sched.step()
+        return params, opt
+
+    eager, _ = run(False)
+    fused, opt = run(None)
+    for a, b in zip(eager, fused):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    assert len(opt._traces) == 1
 
 
 @requires_torch
@@ -145,16 +172,16 @@ def test_a_foreach_step_writes_into_the_parameters_and_buffers(name, kwargs, mon
 def test_a_setting_that_cannot_key_a_trace_keeps_the_eager_loop(monkeypatch):
     monkeypatch.setenv("TRACEJIT_BACKEND", "numba")
     results = []
-    for betas in ([0.9, 0.99], (0.9, 0.99)):  # a list is no trace key: the loop runs
+    for tags in (["a", "b"], ("a", "b")):  # a list is no trace key: the loop runs
         params = _params()
         opt = tj.optim.Adam(params, lr=1e-2)
-        opt.param_groups[0]["betas"] = betas
+        opt.param_groups[0]["tags"] = tags  # (a setting of the user's own)
         for _ in range(4):
             for p in params:
                 p.grad = tj.ones_like(p)
             opt.step()
         assert opt.state[params[0]]["step"] == 4
-        assert (opt._traces is None) == isinstance(betas, list)
+        assert (opt._traces is None) == isinstance(tags, list)
         results.append([p.detach().numpy() for p in params])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)

@@ -13,6 +13,7 @@ class Adam(Optimizer):
     weight_decay adds wd * p to g (L2); AdamW decays p directly instead."""
 
     decoupled = False
+    step_settings = ("lr", "betas")  # (OneCycleLR and CyclicLR cycle beta1)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False,
@@ -33,7 +34,8 @@ class Adam(Optimizer):
         self._math(p, g, *self._buffers(state), self._numbers(group, [state]), group)
 
     def _numbers(self, group: dict, states: list):
-        """(1 - lr * wd, lr / (1 - b1^t), sqrt(1 - b2^t)) of the step the states take."""
+        """(1 - lr * wd, lr / (1 - b1^t), sqrt(1 - b2^t), b1, b2) of the step the states
+        take."""
         steps = {st.get("step") for st in states}
         if len(steps) != 1 or None in steps or (
                 group["amsgrad"] and "max_exp_avg_sq" not in states[0]):
@@ -42,7 +44,7 @@ class Adam(Optimizer):
         for st in states:
             st["step"] = t
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
-        return 1 - lr * wd, lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
+        return 1 - lr * wd, lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t), b1, b2
 
     def _buffers(self, state: dict) -> list:
         return [state["exp_avg"], state["exp_avg_sq"]] + (
@@ -55,8 +57,8 @@ class Adam(Optimizer):
     def _math(self, p, g, m, v, *rest) -> None:
         """One parameter's update, in place: the step's numbers are floats (eager) or
         0-dim tensors (fused)."""
-        *vmax, (decay, step_size, bias_sqrt), group = rest
-        (b1, b2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        *vmax, (decay, step_size, bias_sqrt, b1, b2), group = rest
+        eps, wd = group["eps"], group["weight_decay"]
         if wd:
             if self.decoupled:
                 p.mul_(decay)

@@ -78,6 +78,12 @@ class Optimizer:
         raise NotImplementedError
 
     # ---- foreach: one traced update of a group's parameters --------------------------
+    # the group settings `_numbers` passes to each fused step as its inputs, not as the
+    # trace's constants: a learning-rate schedule, and OneCycleLR/CyclicLR's momentum or
+    # beta1 cycling, change them every step (their zeros still key the trace: a zero
+    # momentum is another update)
+    step_settings: tuple = ("lr",)
+
     def _numbers(self, group: dict, states: list):
         """The step's numbers for `_fused` (a tuple of floats), advancing the states'
         step counts; None when the group cannot take a fused step now (a state not made
@@ -100,9 +106,11 @@ class Optimizer:
                 type(p._data) is not np.ndarray or p.grad is None or
                 type(p.grad._data) is not np.ndarray for p in params):
             return False
-        # the group's other settings are constants of the trace: new settings, new trace
-        key = (index, tuple((k, v) for k, v in sorted(group.items())
-                            if k not in ("params", "lr", "initial_lr")))
+        # the settings a schedule changes every step are the trace's inputs (`_numbers`);
+        # the others are its constants: new settings, new trace
+        key = (index, tuple((k, _zeros(v) if k in self.step_settings else v)
+                            for k, v in sorted(group.items())
+                            if k not in ("params", "initial_lr")))
         try:
             hash(key)
         except TypeError:  # a setting that is a list or a tensor: the eager loop
@@ -187,3 +195,8 @@ class Optimizer:
                                  if hasattr(v, "shape") and getattr(v, "ndim", 0) > 0
                                  else (v.item() if hasattr(v, "item") else v))
                              for k, v in st.items()}
+
+
+def _zeros(value):
+    """Which parts of a setting are zero (what a trace of the update depends on)."""
+    return tuple(v == 0 for v in value) if isinstance(value, (tuple, list)) else value == 0
