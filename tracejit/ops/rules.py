@@ -121,12 +121,17 @@ def normalize_dim(dim: int, ndim: int, op: str = "") -> int:
 
 
 def normalize_dims(dim, ndim: int, op: str = "") -> tuple | None:
-    """None (all dims) or a sorted tuple of non-negative dims."""
+    """None (all dims) or a sorted tuple of non-negative dims; a dim named twice is
+    PyTorch's error."""
     if dim is None:
         return None
     if isinstance(dim, int):
         dim = (dim,)
-    dims = tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))
+    listed = [normalize_dim(d, ndim, op) for d in dim]
+    dims = tuple(sorted(set(listed)))
+    if len(dims) < len(listed):
+        twice = next(d for d in listed if listed.count(d) > 1)
+        raise RuntimeError(f"dim {twice} appears multiple times in the list of dims")
     return dims if ndim else None
 
 

@@ -200,8 +200,11 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype = _dtype(dtype)
+    if dtype is dt.bool_:
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
     return _create(OPS.linspace, requires_grad, device, start=start, end=end, steps=int(steps),
-                   dtype=_dtype(dtype))
+                   dtype=dtype)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
