@@ -1,7 +1,9 @@
 """PyTorch's own op database (the OpInfo samples of torch.testing._internal) run against
 tracejit: forward values, gradients, traced calls and error parity for every op tracejit
-exposes under PyTorch's name. Read by tests/test_opinfo.py and by
-`python -m tracejit.testing.opinfo --markdown docs/ops.md`, which writes the coverage table.
+exposes under PyTorch's name; and, per op, one traced sample on CUDA tensors (Numba's CUDA
+simulator, in a process of its own) and exported to ONNX (run in onnxruntime). Read by
+tests/test_opinfo.py and by `python -m tracejit.testing.opinfo --markdown docs/ops.md`,
+which writes the coverage table.
 """
 from __future__ import annotations
 
@@ -523,11 +525,24 @@ class Runner:
         return self._results[key]
 
 
+def compares_values(entry: Entry, sample) -> bool:
+    """Whether a sample's outputs are compared by value (not for random or uninitialised
+    ones: their dtypes and shapes only)."""
+    name = entry.opinfo.name
+    return name not in UNDETERMINED and not (name in RANDOM_WHEN and RANDOM_WHEN[name](sample))
+
+
+def _program(entry: Entry, args) -> Callable:
+    """The call of a sample as a function of its tensors (everything else constants)."""
+    def program(*ts):
+        return _call(entry.call, _rebuild(args, iter(ts)))
+    return program
+
+
 def check_sample(entry: Entry, sample, dtype: str, index: int, backend: str = "interpret"
                  ) -> list[Result]:
     """Forward, gradient and traced checks of one PyTorch sample."""
-    name = entry.opinfo.name
-    values = name not in UNDETERMINED and not (name in RANDOM_WHEN and RANDOM_WHEN[name](sample))
+    values = compares_values(entry, sample)
     torch_args = (sample.input, sample.args, sample.kwargs)
     try:
         want = _call(entry.opinfo.op, torch_args)
@@ -613,12 +628,8 @@ def _traced_reason(entry: Entry, args, want, grad: _Grad | None, values: bool,
     """Trace the call (its tensors are the trace's inputs, everything else constants), call
     the trace on fresh copies and compare values and gradients with PyTorch's."""
     tensors = _tensors(args, _is_tj, [])
-
-    def program(*ts):
-        return _call(entry.call, _rebuild(args, iter(ts)))
-
     try:
-        traced = tj.trace(program, tuple(tensors), backend=backend)
+        traced = tj.trace(_program(entry, args), tuple(tensors), backend=backend)
     except Exception as err:  # noqa: BLE001
         return f"trace raises {describe(err)}"
     fresh = [t.detach().clone().requires_grad_(t.requires_grad) for t in tensors]
@@ -683,6 +694,302 @@ def check_errors(entry: Entry) -> list[Result]:
     return results
 
 
+# ---- the CUDA and ONNX columns: one traced sample of each entry, elsewhere ---------------
+#
+# Both columns run the entry's first sample whose traced check passed (its first float32
+# one where there is one: dtypes are tried in DTYPES' order) and compare with tracejit's
+# own eager output on the CPU, with the tolerances above.
+
+def traced_sample(runner: Runner, entry: Entry, limit: int | None = None
+                  ) -> tuple[str, int] | None:
+    """(dtype, index) of the entry's first sample that passes the traced check, or None."""
+    for r in runner.results(entry, "traced", limit):
+        if r.passed:
+            return r.dtype, r.sample
+    return None
+
+
+def _plain(x) -> tuple[str | None, Any]:
+    """(dtype name, numpy values) of a tensor (on any device) or an array; (None, x) for
+    other values."""
+    if _is_tj(x):
+        return x.dtype.name, _numpy(x.detach().cpu())
+    if isinstance(x, np.ndarray):
+        return x.dtype.name, x
+    return None, x
+
+
+def compare_runs(want: list, got: list, values: bool = True, what: str = "output"
+                 ) -> str | None:
+    """How another run's outputs `got` (tensors, arrays, Python values) differ from
+    tracejit's eager outputs `want` (leaves, in order), or None."""
+    if len(want) != len(got):
+        return f"{what}: {len(got)} values, eager {len(want)}"
+    for k, (a, b) in enumerate(zip(want, got)):
+        name = what if len(want) == 1 else f"{what} {k}"
+        (da, va), (db, vb) = _plain(a), _plain(b)
+        if (da is None) != (db is None):
+            return f"{name}: {type(b).__name__}, eager {type(a).__name__}"
+        if da is None:
+            try:
+                same = bool(va == vb) or (isinstance(va, float) and isinstance(vb, float)
+                                          and np.isnan(va) and np.isnan(vb))
+            except Exception:  # noqa: BLE001 — values that do not compare: different
+                same = False
+            if not same:
+                return f"{name}: {type(vb).__name__} {vb!r}, eager {type(va).__name__} {va!r}"
+            continue
+        if da != db:
+            return f"{name}: dtype {db}, eager {da}"
+        va, vb = np.asarray(va), np.asarray(vb)
+        if va.dtype.kind == "f" and va.dtype.itemsize < 4:
+            va, vb = va.astype(np.float64), vb.astype(np.float64)
+        if not values:
+            va, vb = np.zeros(va.shape), np.zeros(vb.shape)
+        found = _mismatch(va, vb, da, TOLERANCE, name)
+        if found:
+            return found
+    return None
+
+
+def _eager(entry: Entry, args) -> tuple[list, Any]:
+    """The sample's tensors (detached) and tracejit's eager output on fresh copies of them
+    (an in-place op leaves the originals as they were)."""
+    tensors = [t.detach() for t in _tensors(args, _is_tj, [])]
+    with tj.no_grad():
+        return tensors, _program(entry, args)(*[t.clone() for t in tensors])
+
+
+def _short(text: str, n: int = 110) -> str:
+    """A reason cut to n characters: a closing parenthesis that does not fit goes first."""
+    text = " ".join(text.split())
+    if len(text) > n:
+        text = re.sub(r" \([^()]*\)$", "", text)
+    return text if len(text) <= n else text[:n - 3].rstrip() + "..."
+
+
+def _raised(err: BaseException, n: int = 110) -> str:
+    """An exception as a cell's reason: `describe`'s, with room for a longer line."""
+    text = _NUMBER.sub("N", (str(err).strip().splitlines() or [""])[0])
+    text = re.sub(r"Expected all tensors to be on the same device, but found at least two "
+                  r"devices, (\S+) and (\S+)!", r"tensors on \1 and \2", text)
+    return _short(f"{type(err).__name__}: {text}", n)
+
+
+def onnx_missing() -> str | None:
+    """Why the ONNX column cannot be measured here, or None."""
+    import importlib.util
+
+    lacking = [m for m in ("onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
+    return f"{' and '.join(lacking)} not installed" if lacking else None
+
+
+def _export_reason(err: Exception) -> str:
+    """An ExportError as a short reason: the op and why, without source lines."""
+    text = str(err).strip().splitlines()[0].split(", so ")[0]
+    text = re.split(r"(?<!\.)\.\s+(?=[A-Z`])", text)[0]  # its first sentence
+    # a value guard: "read a tensor's value at <line> (item == 0.5)"
+    text = re.sub(r"value at .*? \((\w+) == .*$", r"value (\1)", text)
+    text = re.sub(r"\s*\(at [^()]*\)| at (an unknown line|<[^>]*>:\d+|\S+:\d+)", "", text)
+    return _short(re.sub(r"^cannot export (program: )?", "", text))
+
+
+def _ort_reason(err: Exception) -> str:
+    """An onnxruntime error as a short reason: its status and first words."""
+    text = str(err).strip()
+    m = re.search(r"\[ONNXRuntimeError\] : \d+ : (\w+) : (.*)", text, re.S)
+    if not m:
+        return _raised(err, 90)
+    detail = re.split(r"\s/\S+\.(?:cc|h):\d+|\s\S+::\S+\(", m[2])[0]
+    return _short(f"{m[1]}: {detail.rstrip(' :')}", 90)
+
+
+def onnx_cell(entry: Entry, sample) -> str:
+    """The ONNX column of one sample: its traced call exported with `tj.onnx.export` and
+    run in onnxruntime, against tracejit's eager output."""
+    import onnxruntime as ort
+
+    from tracejit.onnx.lowering import ExportError
+
+    try:
+        args = to_tracejit((sample.input, sample.args, sample.kwargs))
+    except NotRepresentable as why:
+        return f"no: sample holds {why}"
+    try:
+        tensors, want = _eager(entry, args)
+    except Exception as err:  # noqa: BLE001
+        return f"no: eager raises {_raised(err)}"
+    leaves = _leaves(want, _is_tj)
+    others = [x for x in leaves if not _is_tj(x)]
+    if others:
+        return f"no: returns a Python {type(others[0]).__name__} (a model returns tensors)"
+    try:
+        model = tj.onnx.export(_program(entry, args), tuple(t.clone() for t in tensors))
+    except ExportError as err:
+        return f"no: {_export_reason(err)}"
+    except Exception as err:  # noqa: BLE001 — the exporter's own failure is the finding
+        return f"no: export raises {_raised(err)}"
+    if len(model.graph.output) != len(leaves):
+        return f"no: the model has {len(model.graph.output)} outputs, the call {len(leaves)}"
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # the failure is reported here, not logged
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        if len(names) != len(tensors):
+            return f"no: the model takes {len(names)} inputs, the call {len(tensors)}"
+        got = session.run(None, dict(zip(names, [t.numpy() for t in tensors])))
+    except Exception as err:  # noqa: BLE001
+        return f"no: onnxruntime {_ort_reason(err)}"
+    found = compare_runs(leaves, list(got), compares_values(entry, sample), "onnxruntime")
+    return f"no: {found}" if found else "yes"
+
+
+def cuda_cell(entry: Entry, sample) -> str:
+    """The CUDA column of one sample: its call traced with its tensors on the device (the
+    `cuda` backend: fused CUDA kernels, the other ops as eager device kernels or through
+    the host), against tracejit's eager output on the CPU. Runs where Numba's CUDA target
+    (or its simulator) is: see CudaColumn."""
+    from tracejit.cuda.eager import STATS
+
+    try:
+        args = to_tracejit((sample.input, sample.args, sample.kwargs))
+    except NotRepresentable as why:
+        return f"no: sample holds {why}"
+    try:
+        tensors, want = _eager(entry, args)
+    except Exception as err:  # noqa: BLE001
+        return f"no: eager raises {_raised(err)}"
+    inp, rest, kwargs = args
+    device_kw = kwargs.get("device") == "cpu"  # a factory's device=: the device's instead
+    if not tensors and not device_kw:
+        return "-"  # no tensor and no device= argument: nothing goes to the device
+    program = _program(entry, (inp, rest, dict(kwargs, device="cuda")) if device_kw
+                       else args)
+    try:
+        traced = tj.trace(program, tuple(t.cuda() for t in tensors))
+        before = Counter(STATS["host"])
+        got = traced(*[t.cuda() for t in tensors])
+    except Exception as err:  # noqa: BLE001
+        return f"no: raises {_raised(err)}"
+    if traced.stats["eager_fallbacks"]:
+        return "no: ran eagerly (no trace fits)"
+    got = _leaves(got, _is_tj)
+    on_cpu = [k for k, t in enumerate(got) if _is_tj(t) and t.device.type != "cuda"]
+    if on_cpu:
+        return f"no: output {on_cpu[0]} on the CPU" if len(got) > 1 else "no: output on the CPU"
+    found = compare_runs(_leaves(want, _is_tj), got, compares_values(entry, sample))
+    if found:
+        return f"no: {found}"
+    host = sorted(Counter(STATS["host"]) - before)
+    return f"host: {', '.join(host)}" if host else "yes"
+
+
+class CudaColumn:
+    """The CUDA column, computed in a process of its own on Numba's CUDA simulator (which
+    must be switched on before Numba's first import: NUMBA_ENABLE_CUDASIM=1), while this
+    process goes on: `submit` each entry's traced sample as it is known, `cells()` waits
+    for the cells. `cells()` says "n/a" (and `missing` why) where the simulator cannot run."""
+
+    def __init__(self):
+        import os
+        import subprocess
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory(prefix="tracejit-opinfo-cuda-")
+        self._out = os.path.join(self._dir.name, "cells.jsonl")
+        self._log = open(os.path.join(self._dir.name, "log.txt"), "w+")  # noqa: SIM115
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", TRACEJIT_BACKEND="interpret",
+                   TRACEJIT_BACKGROUND_COMPILE="0")
+        self.missing: str | None = None
+        self._asked: list = []
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tracejit.testing.opinfo", "--cuda-worker", self._out],
+            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+            text=True)
+
+    def submit(self, eid: str, chosen: tuple[str, int] | None) -> None:
+        import json
+
+        self._asked.append(eid)
+        if chosen is None or self._proc.poll() is not None:
+            return
+        try:
+            self._proc.stdin.write(json.dumps([eid, *chosen]) + "\n")
+            self._proc.stdin.flush()
+        except OSError:  # the process ended: cells() says why
+            pass
+
+    def cells(self, timeout: float = 900) -> dict:
+        import json
+        import os
+        import subprocess
+
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+            self.missing = f"the simulator's process ran past {timeout:.0f} s"
+        got = {}
+        if os.path.exists(self._out):
+            with open(self._out) as f:
+                for line in f:
+                    if line.endswith("\n"):
+                        eid, cell = json.loads(line)
+                        got[eid] = cell
+        self._log.seek(0)
+        log = self._log.read().strip().splitlines()
+        self._log.close()
+        self._dir.cleanup()
+        if got.get(None):  # the worker's first line: why it cannot run
+            self.missing = got.pop(None)
+        elif self._proc.returncode and not self.missing:
+            self.missing = "the simulator's process failed" + (f" ({_short(log[-1], 80)})"
+                                                               if log else "")
+        return {eid: got.get(eid, "n/a" if self.missing else "-") for eid in self._asked}
+
+
+def cuda_worker(path: str) -> int:
+    """The CUDA column's process: reads `[entry id, dtype, index]` lines from stdin and
+    appends `[entry id, cell]` lines to `path` (a first `[null, why]` line when Numba's
+    CUDA target cannot run here)."""
+    import json
+    import os
+    import warnings
+
+    warnings.simplefilter("ignore")
+    with open(path, "w") as out:
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+            out.write(json.dumps([None, "NUMBA_ENABLE_CUDASIM=1 is not set"]) + "\n")
+            return 1
+        try:
+            available = tj.cuda.is_available()
+        except Exception as err:  # noqa: BLE001
+            available, why = False, describe(err)
+        else:
+            why = "Numba's CUDA simulator is not available"
+        if not available:
+            out.write(json.dumps([None, why]) + "\n")
+            return 1
+        runner, ents = Runner(), entries()
+        for line in sys.stdin:
+            eid, dtype, index = json.loads(line)
+            try:
+                sample = runner._sample(ents[eid], dtype, index)
+                cell = "-" if sample is None else cuda_cell(ents[eid], sample)
+            except Exception as err:  # noqa: BLE001
+                cell = f"n/a: {_raised(err)}"
+            out.write(json.dumps([eid, cell]) + "\n")
+            out.flush()
+    return 0
+
+
 def cause(reason: str) -> str:
     """A failure reason without the word saying it was the traced call's, so that eager and
     traced failures of one cause count together."""
@@ -713,8 +1020,9 @@ def _cell(passed: int, total: int) -> str:
 
 
 def coverage(limit: int | None = None, backend: str = "interpret", select=None,
-             progress=None) -> dict:
-    """Every entry's results per check: {entry id: {check: [Result]}}."""
+             progress=None, on_entry=None) -> dict:
+    """Every entry's results per check: {entry id: {check: [Result]}}. `on_entry(runner,
+    entry)` is called after each entry's checks (Columns.add: its traced sample)."""
     runner = Runner(backend)
     out = {}
     for eid, entry in entries().items():
@@ -722,16 +1030,76 @@ def coverage(limit: int | None = None, backend: str = "interpret", select=None,
             continue
         start = time.perf_counter()
         out[eid] = {c: runner.results(entry, c, limit) for c in checks_of(entry)}
+        if on_entry:
+            on_entry(runner, entry)
         if progress:
             progress(f"{eid}: {time.perf_counter() - start:.1f} s")
     return out
 
 
-def markdown(cov: dict, limit: int | None, backend: str = "interpret") -> str:
-    """The coverage table of `coverage()`'s results, as docs/ops.md has it."""
+class Columns:
+    """The CUDA and ONNX columns of the entries `coverage` checks: `add` (coverage's
+    on_entry) runs each entry's traced sample in onnxruntime here and hands it to the
+    simulator's process (CudaColumn), which works meanwhile; `finish` collects the cells.
+    onnx=False or cuda=False leaves a column out ("n/a", `missing` saying why)."""
+
+    def __init__(self, limit: int | None = None, onnx: bool = True, cuda: bool = True):
+        self.limit = limit
+        self.missing = {"ONNX": onnx_missing() if onnx else "left out of this run",
+                        "CUDA": None if cuda else "left out of this run"}
+        self.cells: dict = {"CUDA": {}, "ONNX": {}}
+        self.seconds = {"CUDA": 0.0, "ONNX": 0.0}  # ONNX: its checks; CUDA: the wait
+        self._cuda = CudaColumn() if cuda else None
+
+    def add(self, runner: Runner, entry: Entry) -> None:
+        chosen = traced_sample(runner, entry, self.limit)
+        if self._cuda is not None:
+            self._cuda.submit(entry.id, chosen)
+        else:
+            self.cells["CUDA"][entry.id] = "n/a"
+        start = time.perf_counter()
+        if self.missing["ONNX"]:
+            cell = "n/a"
+        elif chosen is None:
+            cell = "-"
+        else:
+            try:
+                cell = onnx_cell(entry, runner._sample(entry, *chosen))
+            except Exception as err:  # noqa: BLE001 — onnx's own failure is a finding
+                cell = f"no: {_raised(err)}"
+        self.cells["ONNX"][entry.id] = cell
+        self.seconds["ONNX"] += time.perf_counter() - start
+
+    def finish(self) -> Columns:
+        if self._cuda is not None:
+            start = time.perf_counter()
+            self.cells["CUDA"] = self._cuda.cells()
+            self.missing["CUDA"] = self._cuda.missing
+            self.seconds["CUDA"] = time.perf_counter() - start
+            self._cuda = None
+        return self
+
+
+COLUMNS = ("CUDA", "ONNX")
+
+
+def _tally(cells: dict) -> str:
+    """A column's cells counted by kind: yes, host, no, -, n/a."""
+    kinds = Counter(c.split(":")[0] for c in cells.values())
+    return ", ".join(f"{kind} {kinds[kind]}" for kind in ("yes", "host", "no", "-", "n/a")
+                     if kinds[kind])
+
+
+def markdown(cov: dict, limit: int | None, backend: str = "interpret",
+             columns: Columns | None = None) -> str:
+    """The coverage table of `coverage()`'s results, as docs/ops.md has it, with the CUDA
+    and ONNX columns of `columns` (None: "n/a")."""
     import torch
 
     ents = entries()
+    if columns is None:
+        columns = Columns(onnx=False, cuda=False)
+    cells = {col: {eid: columns.cells[col].get(eid, "n/a") for eid in cov} for col in COLUMNS}
     totals = {c: [0, 0] for c in CHECKS}
     reasons: Counter = Counter()
     reason_ops: dict = defaultdict(set)
@@ -769,6 +1137,30 @@ def markdown(cov: dict, limit: int | None, backend: str = "interpret") -> str:
         "cannot represent (dtypes it lacks) are not counted. tests/test_opinfo.py checks "
         "the same samples; the differences listed below are its strict xfails.",
         "",
+        "*CUDA* and *ONNX* run one sample per op: the first that passes *traced* (a float32 "
+        "one where there is one), compared with tracejit's own eager output on the CPU "
+        "(the tolerances of *eager*); `-`: no sample passes *traced*. *CUDA*: the call "
+        "traced with the sample's tensors on the CUDA device (a factory's `device=` "
+        "saying `cuda`), on the `cuda` backend: fused regions as CUDA kernels "
+        "(`backends/numba_cuda.py`), other ops as eager device kernels "
+        "(`tracejit/cuda/eager.py`) or, where they have none, through the host. It runs "
+        "on Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`, in a process of its own), "
+        "not on GPU hardware: it checks that the kernels are generated, launched and "
+        "compute the values, not their speed. `yes`: the outputs are on the device and "
+        "equal the CPU's, every op on the device; `host: <ops>`: equal, but those ops "
+        "copied their operands to the host and back (no device kernel for them yet, "
+        "counted in `tj.cuda.stats()['host_round_trips']`); `no: <reason>`: the call "
+        "raises, runs eagerly, leaves an output on the CPU or differs; `-` also where the "
+        "sample has no tensor and no `device=` to put on the device"
+        + (f". Not measured here: {columns.missing['CUDA']} (cells `n/a`)"
+           if columns.missing["CUDA"] else "")
+        + ". *ONNX*: the traced call exported with `tj.onnx.export` (docs/export.md) and "
+        "run in onnxruntime (CPU); `yes`: its outputs equal eager's; `no: <reason>`: the "
+        "exporter refuses (its `ExportError`: an op without a lowering, a trace that read "
+        "a tensor's value), onnxruntime fails, or the values differ"
+        + (f". Not measured here: {columns.missing['ONNX']} (cells `n/a`)"
+           if columns.missing["ONNX"] else "") + ".",
+        "",
         "## Summary",
         "",
         f"- OpInfos in PyTorch's database: {len(op_db())}; matched a tracejit name: "
@@ -782,6 +1174,8 @@ def markdown(cov: dict, limit: int | None, backend: str = "interpret") -> str:
         lines.append(f"- {check}: {_cell(p, n)} of samples; mean pass rate per op "
                      f"{100 * sum(rates) / len(rates):.1f}% over {len(rates)} ops" if n
                      else f"- {check}: no samples")
+    lines += [f"- CUDA (on Numba's CUDA simulator), ops: {_tally(cells['CUDA'])}",
+              f"- ONNX (in onnxruntime), ops: {_tally(cells['ONNX'])}"]
     lines += ["", "## Most common failure reasons", "",
               "Eager and traced failures of the same cause counted together.", "",
               "| checks failed | reason | ops |", "|---|---|---|"]
@@ -789,12 +1183,15 @@ def markdown(cov: dict, limit: int | None, backend: str = "interpret") -> str:
         ops = sorted(reason_ops[reason])
         lines.append(f"| {n} | {_md(reason)} | {len(ops)}: {', '.join(ops[:8])}"
                      f"{f' (+{len(ops) - 8})' if len(ops) > 8 else ''} |")
-    lines += ["", "## Per op", "", "| op | found as | eager | grad | traced | errors | fused |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "## Per op", "",
+              "| op | found as | eager | grad | traced | errors | fused | CUDA | ONNX |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for eid, by_check in cov.items():
-        cells = [_cell(*_rate(by_check[c])) if c in by_check else "-" for c in CHECKS]
-        lines.append(f"| {eid} | `{ents[eid].where}` | " + " | ".join(cells)
-                     + f" | {ents[eid].fused} |")
+        rates = [_cell(*_rate(by_check[c])) if c in by_check else "-" for c in CHECKS]
+        lines.append(f"| {eid} | `{ents[eid].where}` | " + " | ".join(rates)
+                     + f" | {ents[eid].fused} | "
+                     + " | ".join(_md(cells[col][eid]) for col in COLUMNS) + " |")
+    lines += _column_reasons(cells)
     lines += ["", "## Why samples fail", "",
               "Per op and check: the known reason (the test's xfail), then each failure "
               "class with its sample count.", ""]
@@ -830,6 +1227,25 @@ def markdown(cov: dict, limit: int | None, backend: str = "interpret") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _column_reasons(cells: dict) -> list[str]:
+    """The CUDA and ONNX cells other than `yes`, by reason (CUDA's host round trips by
+    op), each with its ops."""
+    lines = []
+    for col in COLUMNS:
+        why: dict = defaultdict(list)
+        for eid, cell in cells[col].items():
+            if cell.startswith("host: "):
+                for op in cell[len("host: "):].split(", "):
+                    why[f"`{op}` through the host"].append(eid)
+            elif cell.startswith("no: "):
+                why[cell[len("no: "):]].append(eid)
+        if why:
+            lines += ["", f"## {col}: why not `yes`", ""]
+            lines += [f"- {len(ops)} x {_md(reason)}: {', '.join(ops)}"
+                      for reason, ops in sorted(why.items(), key=lambda kv: -len(kv[1]))]
+    return lines
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -843,20 +1259,28 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", metavar="REGEX", help="only the entries matching this")
     parser.add_argument("--backend", default="interpret", help="the traced calls' backend")
     parser.add_argument("-v", "--verbose", action="store_true", help="time of each op")
+    parser.add_argument("--no-cuda", action="store_true", help="leave the CUDA column out")
+    parser.add_argument("--no-onnx", action="store_true", help="leave the ONNX column out")
+    parser.add_argument("--cuda-worker", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.cuda_worker:  # the CUDA column's own process (CudaColumn)
+        return cuda_worker(args.cuda_worker)
     import warnings
 
     warnings.simplefilter("ignore")  # PyTorch's and numpy's warnings about the samples
     start = time.perf_counter()
+    columns = Columns(args.samples, onnx=not args.no_onnx, cuda=not args.no_cuda)
     cov = coverage(args.samples, args.backend, args.ops,
-                   progress=(lambda s: print(s, file=sys.stderr)) if args.verbose else None)
-    text = markdown(cov, args.samples, args.backend)
+                   progress=(lambda s: print(s, file=sys.stderr)) if args.verbose else None,
+                   on_entry=columns.add)
+    text = markdown(cov, args.samples, args.backend, columns.finish())
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
     summary = text.split("## Most common failure reasons")[0].split("## Summary")[1]
     print(summary.strip())
-    print(f"({time.perf_counter() - start:.0f} s)")
+    print(f"({time.perf_counter() - start:.0f} s; the ONNX column {columns.seconds['ONNX']:.0f}"
+          f" s, then {columns.seconds['CUDA']:.0f} s waiting for the CUDA column)")
     return 0
 
 
