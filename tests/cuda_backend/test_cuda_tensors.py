@@ -242,3 +242,13 @@ def test_wide_unsigned_kernels_keep_the_full_range_on_the_device(name):
     want = (x * 3 + 1) // 2 - (x & 1)
     assert got.is_cuda and got.dtype is d
     assert got.cpu().numpy().tolist() == want.numpy().tolist()
+
+
+def test_like_factories_and_index_tables_are_made_on_the_input_s_device():
+    x = tj.ones(2, 3, device="cuda")
+    for make in (tj.zeros_like, tj.ones_like, tj.empty_like, tj.rand_like, tj.randn_like):
+        assert make(x).is_cuda and not make(x, device="cpu").is_cuda
+    assert tj.full_like(x, 2.0).is_cuda and tj.full_like(x, 2.0).sum().item() == 12.0
+    assert tj.tril_indices(3, 3, device="cuda").is_cuda
+    assert tj.triu_indices(3, 3, device="cuda").cpu().tolist() == [[0, 0, 0, 1, 1, 2],
+                                                                   [0, 1, 2, 1, 2, 2]]

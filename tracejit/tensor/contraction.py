@@ -98,11 +98,13 @@ def _indices(name, row, col, offset, dtype, lower):
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None):
     """The [2, N] coordinates of the lower triangle of a row x col matrix, row by row."""
-    return _indices("tril_indices", row, col, offset, dtype, True)
+    out = _indices("tril_indices", row, col, offset, dtype, True)
+    return out if device is None else out.to(device)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None):
-    return _indices("triu_indices", row, col, offset, dtype, False)
+    out = _indices("triu_indices", row, col, offset, dtype, False)
+    return out if device is None else out.to(device)
 
 
 def meshgrid(*tensors, indexing="ij"):

@@ -214,10 +214,12 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def _like(fn):
     def like(input, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-        return fn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
+        return fn(tuple(input.shape), dtype=dtype or input.dtype,
+                  device=input.device.type if device is None else device,
                   requires_grad=requires_grad)
     like.__name__ = fn.__name__ + "_like"
-    like.__doc__ = f"`{fn.__name__}` with the shape (and by default dtype) of `input`."
+    like.__doc__ = (f"`{fn.__name__}` with the shape (and by default dtype and device) of "
+                    f"`input`.")
     return like
 
 
@@ -229,7 +231,8 @@ randn_like = _like(randn)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device,
+    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype,
+                device=input.device.type if device is None else device,
                 requires_grad=requires_grad)
 
 
