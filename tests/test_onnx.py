@@ -90,9 +90,21 @@ def _check(fn, example, calls, rtol=1e-5, atol=1e-6, **kw):
             want = fn(*args)
         want = want if isinstance(want, tuple) else (want,)
         got = session.run(None, dict(zip(names, [a.numpy() for a in args])))
+        assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w.numpy(), rtol=rtol, atol=atol)
     return model
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.contiguous(),
+    lambda x: nn.functional.dropout(x, 0.5, training=False),
+    lambda x: (x, x * 2, x),
+    lambda x: (x.float(), x + 1)], ids=["contiguous", "dropout-eval", "input-twice", "float"])
+def test_a_model_returning_its_input_as_it_is_still_returns_it(fn):
+    """No node computes an output that is an input returned unchanged; the model still
+    lists it (an Identity), in the order the call returns its values."""
+    _check(fn, (tj.randn(2, 3),), [(tj.randn(b, 3),) for b in (2, 5)])
 
 
 def test_an_mlp_exports_with_a_dynamic_batch_and_named_parameters(tmp_path):

@@ -243,20 +243,35 @@ def export(model_or_fn, args, path=None, input_names=None, output_names=None,
     held = {v: np.asarray(next(constants)._data, v.dtype.np)
             for v, kind in zip(graph.inputs, graph.input_kinds) if kind != "arg"}
     model = build_model(graph, names, held, size_sources, rename, output_names,
-                        opset_version, fixed)
+                        opset_version, fixed, _results(tr.out_spec, graph, arg_values))
     if path is not None:
         onnx.save(model, str(path))
     return model
 
 
+def _results(spec, graph, arg_values: list) -> list:
+    """The values the traced call returns, in order: graph outputs, and the inputs it
+    returns as they are (`x.contiguous()`, an identity dropout: no node computes them)."""
+    tag, body = spec
+    if tag == "t":
+        return [graph.outputs[body]]
+    if tag == "i":
+        return [arg_values[body]]
+    if tag == "p":
+        return []
+    return [v for item in body for v in _results(item[1] if tag is dict else item, graph,
+                                                   arg_values)]
+
+
 def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = None,
                 rename: dict | None = None, output_names=None, opset_version=None,
-                fixed: dict | None = None):
+                fixed: dict | None = None, results: list | None = None):
     """The ONNX model of `graph`: inputs of kind "arg" are model inputs named
     `arg_names`; the others are initializers with the values `held` gives them (named as
     the graph names them: a module's parameter names). `fixed` ({symbol: (value, the
     guard that decided it)}) are sizes exported as fixed dimensions, stated in the
-    model's doc string."""
+    model's doc string. `results`: the values the model returns (default: the graph's
+    outputs)."""
     import onnx
     from onnx import helper
 
@@ -279,10 +294,11 @@ def build_model(graph, arg_names: list, held: dict, size_sources: dict | None = 
             ctx.const(held[v], name)
         values[v] = name
     _lower_nodes(ctx, graph.nodes, values)
-    out_names = list(output_names or []) + [f"output{i}" for i in range(len(graph.outputs))][
+    results = graph.outputs if results is None else results
+    out_names = list(output_names or []) + [f"output{i}" for i in range(len(results))][
         len(output_names or []):]
     outputs = []
-    for v, name in zip(graph.outputs, out_names):
+    for v, name in zip(results, out_names):
         ctx.nodes.append(helper.make_node("Identity", [values[v]], [name]))
         outputs.append(helper.make_tensor_value_info(
             name, ONNX_TYPES[v.dtype.name], [_dim_name(d, graph, rename, numbers)
