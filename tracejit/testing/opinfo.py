@@ -804,13 +804,9 @@ def _ort_reason(err: Exception) -> str:
     return _short(f"{m[1]}: {detail.rstrip(' :')}", 90)
 
 
-def onnx_cell(entry: Entry, sample) -> str:
-    """The ONNX column of one sample: its traced call exported with `tj.onnx.export` and
-    run in onnxruntime, against tracejit's eager output."""
-    import onnxruntime as ort
-
-    from tracejit.onnx.lowering import ExportError
-
+def _eager_call(entry: Entry, sample):
+    """(tracejit arguments, their tensors, eager's result) of a sample, or the cell that
+    says why there are none."""
     try:
         args = to_tracejit((sample.input, sample.args, sample.kwargs))
     except NotRepresentable as why:
@@ -819,6 +815,20 @@ def onnx_cell(entry: Entry, sample) -> str:
         tensors, want = _eager(entry, args)
     except Exception as err:  # noqa: BLE001
         return f"no: eager raises {_raised(err)}"
+    return args, tensors, want
+
+
+def onnx_cell(entry: Entry, sample) -> str:
+    """The ONNX column of one sample: its traced call exported with `tj.onnx.export` and
+    run in onnxruntime, against tracejit's eager output."""
+    import onnxruntime as ort
+
+    from tracejit.onnx.lowering import ExportError
+
+    called = _eager_call(entry, sample)
+    if isinstance(called, str):
+        return called
+    args, tensors, want = called
     leaves = _leaves(want, _is_tj)
     others = [x for x in leaves if not _is_tj(x)]
     if others:
@@ -853,14 +863,10 @@ def cuda_cell(entry: Entry, sample) -> str:
     (or its simulator) is: see CudaColumn."""
     from tracejit.cuda.eager import STATS
 
-    try:
-        args = to_tracejit((sample.input, sample.args, sample.kwargs))
-    except NotRepresentable as why:
-        return f"no: sample holds {why}"
-    try:
-        tensors, want = _eager(entry, args)
-    except Exception as err:  # noqa: BLE001
-        return f"no: eager raises {_raised(err)}"
+    called = _eager_call(entry, sample)
+    if isinstance(called, str):
+        return called
+    args, tensors, want = called
     inp, rest, kwargs = args
     device_kw = kwargs.get("device") == "cpu"  # a factory's device=: the device's instead
     if not tensors and not device_kw:
