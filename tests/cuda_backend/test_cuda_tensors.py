@@ -252,3 +252,23 @@ def test_like_factories_and_index_tables_are_made_on_the_input_s_device():
     assert tj.tril_indices(3, 3, device="cuda").is_cuda
     assert tj.triu_indices(3, 3, device="cuda").cpu().tolist() == [[0, 0, 0, 1, 1, 2],
                                                                    [0, 1, 2, 1, 2, 2]]
+
+
+def test_ops_that_make_their_own_tensors_make_them_on_the_input_s_device():
+    """diag_embed's mask, bernoulli's and rrelu's draws, scatter_reduce's counts were made
+    on the CPU and met a device tensor (an error)."""
+    x = tj.randn(3, device="cuda")
+    for f in (lambda t: tj.diag(t), lambda t: tj.diag(t, 1), lambda t: tj.diag_embed(t, -1)):
+        got, want = f(x), f(x.cpu())
+        assert got.is_cuda
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy())
+    assert tj.bernoulli(tj.full((4,), 0.5, device="cuda")).is_cuda
+    assert tj.nn.functional.rrelu(tj.randn(4, device="cuda"), training=True).is_cuda
+    index, src = tj.tensor([0, 2, 0]), tj.ones(3)
+    for reduce in ("sum", "mean"):
+        for include_self in (True, False):
+            got = tj.zeros(4, device="cuda").scatter_reduce(0, index.cuda(), src.cuda(), reduce,
+                                                            include_self=include_self)
+            want = tj.zeros(4).scatter_reduce(0, index, src, reduce, include_self=include_self)
+            assert got.is_cuda
+            np.testing.assert_allclose(got.cpu().numpy(), want.numpy())

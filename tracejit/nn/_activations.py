@@ -192,7 +192,8 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
         return F.leaky_relu_(input, slope) if inplace else F.leaky_relu(input, slope)
     from ..tensor.creation import rand
 
-    slopes = rand(*input.shape, dtype=input.dtype) * (upper - lower) + lower
+    slopes = rand(*input.shape, dtype=input.dtype, device=input.device.type) * (
+        upper - lower) + lower
     out = F.where(input >= 0, input, input * slopes)
     return F.copy_(input, out) if inplace else out
 

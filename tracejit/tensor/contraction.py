@@ -59,9 +59,10 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     x = input if input.ndim else F.reshape(input, (1,))
     n = x.shape[-1]
     m = n + abs(offset)
+    device = x.device.type
     if offset:
-        x = F.cat([x, zeros(*x.shape[:-1], abs(offset), dtype=x.dtype)], -1)
-    rows, cols = arange(m), arange(m)
+        x = F.cat([x, zeros(*x.shape[:-1], abs(offset), dtype=x.dtype, device=device)], -1)
+    rows, cols = arange(m, device=device), arange(m, device=device)
     on = (cols - F.unsqueeze(rows, 1)) == offset
     values = F.unsqueeze(x, -1) if offset >= 0 else F.unsqueeze(x, -2)
     out = F.where(on, values, False if x.dtype is dt.bool_ else 0)

@@ -320,7 +320,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if reduce in ("prod", "amax", "amin"):
         return scatter_reduce_raw(input, index, src, d, reduce, bool(include_self))
     shape = tuple(input.shape)
-    hit = F.scatter_add_raw(ones(tuple(index.shape), dtype=input.dtype), index, d, shape) \
+    hit = F.scatter_add_raw(ones(tuple(index.shape), dtype=input.dtype,
+                                 device=input.device.type), index, d, shape) \
         if not include_self or reduce == "mean" else None
     base = input if include_self else F.where(hit > 0, False if input.dtype is dt.bool_ else 0,
                                               input)
@@ -814,7 +815,8 @@ def bernoulli(input, p=None, *, generator=None):
     from .creation import rand
 
     prob = input if p is None else p
-    u = rand(*input.shape, dtype=input.dtype if input.is_floating_point() else dt.float32)
+    u = rand(*input.shape, dtype=input.dtype if input.is_floating_point() else dt.float32,
+             device=input.device.type)
     out = F.cast(u < prob, input.dtype)
     if isinstance(prob, Tensor) and prob.requires_grad:
         out = out + prob * 0  # a zero gradient, as PyTorch's BernoulliBackward gives
