@@ -107,6 +107,48 @@ def test_a_model_returning_its_input_as_it_is_still_returns_it(fn):
     _check(fn, (tj.randn(2, 3),), [(tj.randn(b, 3),) for b in (2, 5)])
 
 
+def test_a_cnn_exports_its_convolutions_and_pools_as_windows():
+    """Convolutions (padded, strided, dilated), batch norm, max-pool in ceil mode (its
+    fill -inf), average pools with count_include_pad=False and an adaptive pool: the
+    windows are strided Slices of the padded input; the batch stays dynamic."""
+    tj.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 4, (3, 2), stride=(2, 1), dilation=(1, 2), padding=(1, 0))
+            self.bn = nn.BatchNorm2d(8)
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, x):
+            x = nn.functional.relu(self.bn(self.c1(x)))
+            x = nn.functional.max_pool2d(x, 3, 2, 1, ceil_mode=True)
+            x = nn.functional.avg_pool2d(self.c2(x), 2, ceil_mode=True,
+                                         count_include_pad=False)
+            x = nn.functional.adaptive_avg_pool2d(x, 2)
+            return nn.functional.log_softmax(self.fc(x.flatten(1)), -1)
+
+    m = Net().eval()
+    _check(m, (tj.randn(2, 3, 13, 11),), [(tj.randn(b, 3, 13, 11),) for b in (2, 5)])
+
+
+def test_a_fully_convolutional_net_exports_for_every_image_size():
+    """Floor-mode windows need no size: each offset's Slice ends before the padded end,
+    so convolutions keep the image's height and width dynamic."""
+    tj.manual_seed(1)
+    m = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(),
+                      nn.Conv2d(4, 3, 3, padding=2, dilation=2)).eval()
+    model = _check(m, (tj.randn(2, 2, 12, 10),), [(tj.randn(b, 2, h, w),) for b, h, w in
+                                                   ((2, 12, 10), (3, 9, 17), (1, 16, 8))],
+                   input_names=["x"], dynamic_axes={"x": {0: "N", 2: "H", 3: "W"}})
+    dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["N", 2, "H", "W"]
+    # a max-pool's windows, strided and dilated, at the export's fixed size
+    pool = nn.Sequential(nn.Conv2d(2, 2, 1), nn.MaxPool2d((3, 2), (2, 3), (1, 1), (2, 1)))
+    _check(pool.eval(), (tj.randn(2, 2, 12, 10),), [(tj.randn(b, 2, 12, 10),) for b in (2, 4)])
+
+
 def test_an_mlp_exports_with_a_dynamic_batch_and_named_parameters(tmp_path):
     tj.manual_seed(0)
     m = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 3), nn.Softmax(-1))

@@ -211,6 +211,49 @@ def _getitem(ctx, node, ins):
     return [out if out != ins[0] else ctx.op("Identity", [out])]
 
 
+def _unfold2d(ctx, node, ins):
+    """A convolution's or a pool's windows [N, C, KH, KW, OH, OW]: the input padded with
+    the fill value, then one strided Slice per kernel offset, the offsets stacked. Each
+    Slice ends (k-1-i)*d before the padded end, which leaves exactly the floor-mode window
+    count for any size; ceil mode's last partial window needs fixed spatial sizes."""
+    from ..ops.windows import _fill
+
+    attrs = node.attrs
+    kernel, stride, padding, dilation = (tuple(attrs[k]) for k in
+                                         ("kernel", "stride", "padding", "dilation"))
+    after, ends = list(padding), None
+    if attrs.get("ceil_mode"):
+        size, out = node.inputs[0].shape[2:], node.outputs[0].shape[4:]
+        if not all(isinstance(d, int) for d in tuple(size) + tuple(out)):
+            raise ExportError("unfold2d: ceil mode's windows of an input whose height or "
+                              "width is dynamic are not exported (a fixed image size is)")
+        # past the right padding as far as the last window reads
+        after = [max(p, (o - 1) * s + (k - 1) * d + 1 - p - n)
+                 for n, o, k, s, p, d in zip(size, out, kernel, stride, padding, dilation)]
+        ends = [[i * d + (o - 1) * s + 1 for i in range(k)]
+                for o, k, s, d in zip(out, kernel, stride, dilation)]
+    else:
+        ends = [[-(k - 1 - i) * d or np.iinfo(np.int64).max for i in range(k)]
+                for k, d in zip(kernel, dilation)]
+    x, dtype = ins[0], node.inputs[0].dtype
+    if any(padding) or any(after):
+        fill = np.asarray(_fill(attrs.get("value", 0.0), dtype.np), dtype.np)
+        x = ctx.op("Pad", [x, ctx.const(np.asarray([0, 0, *padding, 0, 0, *after], np.int64)),
+                           ctx.const(fill)])
+    axes = ctx.const(np.asarray([2, 3], np.int64))
+    steps = ctx.const(np.asarray(stride, np.int64))
+    rows = []
+    for i in range(kernel[0]):
+        cols = []
+        for j in range(kernel[1]):
+            starts = np.asarray([i * dilation[0], j * dilation[1]], np.int64)
+            window = ctx.op("Slice", [x, ctx.const(starts), ctx.const(np.asarray(
+                [ends[0][i], ends[1][j]], np.int64)), axes, steps])
+            cols.append(ctx.op("Unsqueeze", [window, axes]))
+        rows.append(cols[0] if len(cols) == 1 else ctx.op("Concat", cols, axis=3))
+    return [rows[0] if len(rows) == 1 else ctx.op("Concat", rows, axis=2)]
+
+
 def _gather(ctx, node, ins):
     return [ctx.op("GatherElements", [ins[0], ins[1]], axis=int(node.attrs["dim"]))]
 
@@ -391,6 +434,7 @@ LOWERINGS = {
     OPS["transpose"]: _transpose, OPS["permute"]: _permute, OPS["reshape"]: _reshape,
     OPS["expand"]: _expand, OPS["squeeze"]: _squeeze, OPS["unsqueeze"]: _unsqueeze,
     OPS["cat"]: _cat, OPS["getitem"]: _getitem, OPS["constant"]: _constant,
+    OPS["unfold2d"]: _unfold2d,
     OPS["gather"]: _gather, OPS["full"]: _full,
     OPS["argmax"]: _arg_reduce("ArgMax"), OPS["argmin"]: _arg_reduce("ArgMin"),
     OPS["any"]: _bool_reduce("ReduceMax"), OPS["all"]: _bool_reduce("ReduceMin"),
@@ -413,8 +457,6 @@ REFUSED = {
     OPS["index_scatter"]: f"{_LATER} (ScatterND)",
     OPS["scatter_add"]: f"{_LATER} (ScatterElements with reduction='add')",
     OPS["setitem"]: f"{_LATER} (an in-place update: ScatterND)",
-    OPS["unfold2d"]: f"{_LATER} (convolutions and pools: Conv, MaxPool, AveragePool from the "
-                     "windows' consumers)",
     OPS["fold2d"]: f"{_LATER} (Col2Im, opset 18)",
     OPS["argsort"]: f"{_LATER} (TopK over the whole dimension)",
     OPS["topk"]: f"{_LATER} (TopK)",
