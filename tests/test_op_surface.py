@@ -570,6 +570,9 @@ def test_a_bitcast_shares_memory_and_is_not_differentiable():
     assert tuple(y.shape) == (8,) and not y.requires_grad and y.grad_fn is None
     assert tj.ones(2).view("int32").numpy().tolist() == [1065353216] * 2
     assert tj.ones(2).view(np.int32).dtype is tj.int32
+    # a numpy integer is a size (np.prod of a shape), not a dtype
+    sized = tj.ones(2, 3, dtype=tj.float64).view(np.prod((2, 3)))
+    assert tuple(sized.shape) == (6,) and sized.dtype is tj.float64
 
 
 def test_upsample_is_interpolate_with_pytorchs_deprecation_warning():

@@ -127,23 +127,17 @@ def _higher(a: dtype, b: dtype) -> dtype:
     """Promotion of two dtypes of equal priority (PyTorch's promote_types)."""
     if a is b:
         return a
+    if (a in WIDE_UNSIGNED or b in WIDE_UNSIGNED) and a.category != 2 and b.category != 2:
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {a.name} and {b.name}")
     if a.category != b.category:
-        if a.category != 2 and b.category != 2 and (a in WIDE_UNSIGNED or b in WIDE_UNSIGNED):
-            _unpromotable(a, b)
         return a if a.category > b.category else b
     if a.itemsize == b.itemsize == 2 and a.category == 2:  # float16 with bfloat16
         return float32
-    if a in WIDE_UNSIGNED or b in WIDE_UNSIGNED:
-        _unpromotable(a, b)
     if a.np.kind != b.np.kind and a.category == 1:  # uint8 with a signed integer
         signed = b if a is uint8 else a
         return int16 if signed.itemsize == 1 else signed
     return a if a.itemsize >= b.itemsize else b
-
-
-def _unpromotable(a: dtype, b: dtype):
-    raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted "
-                    f"to promote {a.name} and {b.name}")
 
 
 _SCALAR_DTYPE = {bool: bool_, int: int64, float: float32}

@@ -263,6 +263,9 @@ def test_ops_that_make_their_own_tensors_make_them_on_the_input_s_device():
         assert got.is_cuda
         np.testing.assert_allclose(got.cpu().numpy(), want.numpy())
     assert tj.bernoulli(tj.full((4,), 0.5, device="cuda")).is_cuda
+    windows = tj.arange(8.0, device="cuda").reshape(4, 2).unfold(0, 2, 1)
+    assert windows.is_cuda and windows.cpu().tolist() == tj.arange(8.0).reshape(4, 2).unfold(
+        0, 2, 1).tolist()
     assert tj.nn.functional.rrelu(tj.randn(4, device="cuda"), training=True).is_cuda
     index, src = tj.tensor([0, 2, 0]), tj.ones(3)
     for reduce in ("sum", "mean"):

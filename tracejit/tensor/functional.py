@@ -454,8 +454,8 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list, SymInt)):
-        return view_dtype(input, shape[0])
+    if len(shape) == 1 and isinstance(shape[0], (dt.dtype, type, str, np.dtype)):
+        return view_dtype(input, shape[0])  # (a numpy integer is a size, not a dtype)
     if not input._data.flags.c_contiguous and input.ndim > 1 and \
             not _viewable(input._data, shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
@@ -810,6 +810,8 @@ def unfold(input, dimension, size, step):
     count = (int(length) - size) // step + 1
     starts = np.arange(count, dtype=np.int64) * step
     index = _make((starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1))
+    if input.is_cuda:
+        index = index.to(input.device)
     shape = tuple(input.shape)
     windows = reshape(index_select(input, d, index), shape[:d] + (count, size) + shape[d + 1:])
     return movedim(windows, d + 1, -1)
