@@ -14,6 +14,7 @@ from onnx import TensorProto
 from ..ir.graph import Value
 from ..ir.symbolic import SymInt
 from ..ops import OPS
+from ..ops.windows import _fill
 
 ONNX_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
               "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
@@ -216,12 +217,10 @@ def _unfold2d(ctx, node, ins):
     the fill value, then one strided Slice per kernel offset, the offsets stacked. Each
     Slice ends (k-1-i)*d before the padded end, which leaves exactly the floor-mode window
     count for any size; ceil mode's last partial window needs fixed spatial sizes."""
-    from ..ops.windows import _fill
-
     attrs = node.attrs
     kernel, stride, padding, dilation = (tuple(attrs[k]) for k in
                                          ("kernel", "stride", "padding", "dilation"))
-    after, ends = list(padding), None
+    after = list(padding)
     if attrs.get("ceil_mode"):
         size, out = node.inputs[0].shape[2:], node.outputs[0].shape[4:]
         if not all(isinstance(d, int) for d in tuple(size) + tuple(out)):
