@@ -73,10 +73,10 @@ def main() -> None:
     from numba import cuda
 
     import tracejit as tj
-    from tracejit.backends import numba_cuda
+    from tracejit.backends.cuda import kernels as cuda_kernels
     from tracejit.nn import functional as F
 
-    if not SMOKE and (numba_cuda.simulated() or not cuda.is_available()):
+    if not SMOKE and (cuda_kernels.simulated() or not cuda.is_available()):
         sys.exit("no GPU: run with NUMBA_ENABLE_CUDASIM=0 on a machine with one")
     if not SMOKE:
         name = cuda.get_current_device().name
@@ -100,7 +100,7 @@ def main() -> None:
         return x * 0.5 * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh()) * w + b
 
     region = region_of(gelu, tj.ones(8), tj.ones(8), tj.ones(8), kind="elementwise")
-    kernel = numba_cuda.CudaRegionKernel(region)
+    kernel = cuda_kernels.CudaRegionKernel(region)
     xs = [cuda.to_device(rng.standard_normal(N_ELEMENTWISE).astype(np.float32))
           for _ in range(3)]
     shape = (N_ELEMENTWISE,)
@@ -111,7 +111,7 @@ def main() -> None:
                  bw / copy_bw))
 
     x = cuda.to_device(rng.standard_normal((ROWS, COLS)).astype(np.float32))
-    softmax = numba_cuda.CudaRowKernel(region_of(lambda a: a.softmax(-1), tj.ones(2, 8),
+    softmax = cuda_kernels.CudaRowKernel(region_of(lambda a: a.softmax(-1), tj.ones(2, 8),
                                                  kind="row"))
     t = timed(lambda: softmax.run([x], [], (ROWS, COLS)))
     bw = 2 * 4 * ROWS * COLS / t
@@ -119,7 +119,7 @@ def main() -> None:
 
     w = cuda.to_device(rng.standard_normal(COLS).astype(np.float32))
     b = cuda.to_device(rng.standard_normal(COLS).astype(np.float32))
-    ln = numba_cuda.CudaRowKernel(region_of(lambda a, w_, b_: F.layer_norm(a, (8,), w_, b_),
+    ln = cuda_kernels.CudaRowKernel(region_of(lambda a, w_, b_: F.layer_norm(a, (8,), w_, b_),
                                             tj.ones(2, 8), tj.ones(8), tj.ones(8),
                                             kind="row"))
     t = timed(lambda: ln.run([x, w, b], [], (ROWS, COLS)))

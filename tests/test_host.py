@@ -8,7 +8,9 @@ import pytest
 import tracejit as tj
 from tracejit import nn
 from tracejit.backends.host import HostProgram, host_program, returns_views, static_broadcast
-from tracejit.backends.interpret import GuardMiss, Interpreter
+from tracejit.backends.guards import GuardMiss
+from tracejit.capture.interpreter import Interpreter
+from tracejit.tensor.tensor import Tensor
 
 pytestmark = pytest.mark.filterwarnings("error:tracejit. Numba could not compile")
 
@@ -40,7 +42,7 @@ PROGRAMS = {
 def test_host_program_equals_the_interpreter_for_every_batch(name, batch):
     fn, shapes = PROGRAMS[name]
     graph = graph_of(fn, *[tj.randn(*s) for s in shapes])
-    program = HostProgram(graph)
+    program = HostProgram(graph, Tensor._make)
     args = [tj.randn(*((batch,) + s[1:] if k == 0 else s)) for k, s in enumerate(shapes)]
     got = [t.numpy() for t in program.run(args)]
     want = interpret(graph, args)
@@ -52,7 +54,7 @@ def test_host_program_equals_the_interpreter_for_every_batch(name, batch):
 
 def test_source_is_straight_line_code_with_kernel_calls():
     fn, shapes = PROGRAMS["mlp"]
-    program = HostProgram(graph_of(fn, *[tj.randn(*s) for s in shapes]))
+    program = HostProgram(graph_of(fn, *[tj.randn(*s) for s in shapes]), Tensor._make)
     src = program.source
     assert src.startswith("def program(t0, t1, t2):")
     assert "# matmul" in src and ".run([" in src and "s0 = v0.shape[0]" in src
@@ -64,7 +66,7 @@ def test_promotion_is_decided_once_like_eager_dispatch():
         return x * 2 + i   # float32 tensor + int64 tensor computes in float32
 
     graph = tj.trace(f, (tj.ones(3), tj.arange(3))).traces[0].recorded  # not fused
-    program = HostProgram(graph)
+    program = HostProgram(graph, Tensor._make)
     x, i = tj.randn(5), tj.arange(5)
     out = program.run([x, i])[0]
     assert out.dtype is tj.float32 and ".astype(" in program.source
@@ -76,7 +78,7 @@ def test_value_guards_raise_a_guard_miss():
         return x * 2 if x.sum() > 0 else x * 3
 
     graph = tj.trace(f, (tj.ones(3),)).traces[0].graph
-    program = HostProgram(graph)
+    program = HostProgram(graph, Tensor._make)
     np.testing.assert_allclose(program.run([tj.ones(4)])[0].numpy(), np.full(4, 2.0))
     with pytest.raises(GuardMiss):
         program.run([-tj.ones(4)])
@@ -100,7 +102,7 @@ def test_what_it_cannot_run_is_left_to_the_interpreter():
         return buf * 2
 
     g = tj.trace(update, (tj.ones(2), tj.zeros(2))).traces[0].graph
-    assert host_program(g) is None                       # updates an input in place
+    assert host_program(g, Tensor._make) is None                       # updates an input in place
     assert returns_views(graph_of(lambda x: x.t(), tj.ones(2, 3)))
     assert not returns_views(graph_of(lambda x: x.t() * 2, tj.ones(2, 3)))
 
@@ -123,7 +125,7 @@ def test_traced_calls_without_gradients_run_the_host_program():
 
 
 def test_static_broadcast_decides_only_what_the_types_decide():
-    from tracejit.ir.symbolic import SymInt
+    from tracejit.core.symbolic import SymInt
 
     class Rec:  # sizes that would record guards if compared
         def add_shape_guard(self, *a):

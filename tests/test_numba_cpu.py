@@ -796,7 +796,7 @@ def test_outputs_stored_into_their_inputs_arrays_take_kernels_made_for_that(n):
 _SPECIAL = """
 import numpy as np
 import tracejit as tj
-from tracejit.backends.special import ufunc
+from tracejit.ops.special import ufunc
 x = np.linspace(-2, 2, 9, dtype=np.float32)
 print(float(np.abs(tj.erf(tj.from_numpy(x)).numpy()).sum()), float(tj.lgamma(
     tj.tensor([0.5, 3.0])).sum()), ufunc("erf").loop.stats.cache_hits.total(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import tracejit as tj
-from tracejit.backends.interpret import Interpreter
+from tracejit.capture.interpreter import Interpreter
 from tracejit.ir import verify
 from tracejit.ir.passes import cse, dce, fold_constants, fuse, simplify
 
@@ -19,7 +19,7 @@ def run(graph, *args):
 
 
 def _sizes(graph, args):
-    from tracejit.ir.symbolic import SymInt
+    from tracejit.core.symbolic import SymInt
 
     sizes = {}
     for v, a in zip(graph.inputs, args):

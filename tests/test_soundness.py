@@ -720,7 +720,7 @@ def test_a_rolled_window_keeps_its_size_expressions_small():
 
 
 def test_a_part_that_is_not_a_polynomial_is_one_factor_written_once():
-    from tracejit.ir.symbolic import SymInt
+    from tracejit.core.symbolic import SymInt
 
     b = SymInt.symbol("s0", 7, None)
     third = b // 3

@@ -280,7 +280,7 @@ def _print_stages(stages, sources: bool) -> None:
 def _pinned_sizes(forward, backward) -> dict:
     """Size symbols of the backward graph whose values the forward graph's inputs fix
     (a weight's 784 is `T` in a backward derived for every size): symbol -> size."""
-    from .ir.symbolic import plain_symbol
+    from .core.symbolic import plain_symbol
 
     shapes = {v.name: v.shape for v in forward.inputs}
     pinned: dict = {}

@@ -1,5 +1,5 @@
 """expand, gather, scatter_add and sum_to on CUDA tensors run as strided kernels
-(cuda/indexing.py), against the CPU's results, with no copy through the host; indices
+(backends/cuda/indexing.py), against the CPU's results, with no copy through the host; indices
 out of range raise the CPU's error."""
 from __future__ import annotations
 

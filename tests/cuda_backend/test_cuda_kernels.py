@@ -12,7 +12,8 @@ import pytest
 from numba import cuda
 
 import tracejit as tj
-from tracejit.backends import numba_cpu, numba_cuda
+from tracejit.backends import numba_cpu
+from tracejit.backends.cuda import kernels as cuda_kernels
 from tracejit.codegen.plan import one_op_region, plan_elementwise
 from tracejit.ops import OPS
 from tracejit.ops.registry import ELEMENTWISE
@@ -29,7 +30,7 @@ def _on_device(arrays):
 
 
 def _run(region, arrays, env=None):
-    kernel = numba_cuda.CudaRegionKernel(region)
+    kernel = cuda_kernels.CudaRegionKernel(region)
     return [o.copy_to_host() for o in kernel(_on_device(arrays), env)]
 
 
@@ -39,9 +40,9 @@ def test_every_elementwise_op_of_the_table_is_covered():
 
 @pytest.mark.parametrize("fn", sorted(FUNCTIONS))
 def test_the_cuda_renderer_spells_every_scalar_function(fn):
-    spelled = numba_cuda.CODE_FOR_FN[fn].format(*(f"a{i}" for i in range(FUNCTIONS[fn].arity)))
+    spelled = cuda_kernels.CODE_FOR_FN[fn].format(*(f"a{i}" for i in range(FUNCTIONS[fn].arity)))
     assert all(f"a{i}" in spelled for i in range(FUNCTIONS[fn].arity))
-    assert all("{a}" in numba_cuda._combine(m) and "{b}" in numba_cuda._combine(m)
+    assert all("{a}" in cuda_kernels._combine(m) and "{b}" in cuda_kernels._combine(m)
                for m in MONOIDS)
 
 
@@ -84,7 +85,7 @@ def test_a_fused_region_broadcasts_like_the_cpu_kernel(shape_x, shape_b):
     b = np.random.default_rng(1).standard_normal(shape_b).astype(np.float32)
     out_shape = np.broadcast_shapes(x.shape, b.shape)
     want = chain(tj.from_numpy(x), tj.from_numpy(b)).numpy()
-    kernel = numba_cuda.CudaRegionKernel(region)
+    kernel = cuda_kernels.CudaRegionKernel(region)
     got = kernel.run(_on_device([x, b]), [], [out_shape], out_shape)[0].copy_to_host()
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
 
@@ -98,7 +99,7 @@ def test_nan_and_infinities_propagate_as_on_the_cpu():
     a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -3.0], np.float32)
     with np.errstate(all="ignore"):
         want = f(tj.from_numpy(a)).numpy()
-        got = numba_cuda.CudaRegionKernel(region).run(_on_device([a]), [], [a.shape],
+        got = cuda_kernels.CudaRegionKernel(region).run(_on_device([a]), [], [a.shape],
                                                       a.shape)[0].copy_to_host()
     np.testing.assert_allclose(got, want, rtol=2e-6, equal_nan=True)
 
@@ -116,7 +117,7 @@ def test_a_smaller_output_is_stored_at_its_own_index():
     c = np.arange(4, dtype=np.float32).reshape(4, 1)
     shapes = [(4, 5) if not o.first_only else (4, 1) for o in plan.outputs]
     arrays = [c if a.dims[-1] is None else x for a in plan.inputs]  # the region's order
-    got = numba_cuda.CudaRegionKernel(region).run(_on_device(arrays), [], shapes, (4, 5))
+    got = cuda_kernels.CudaRegionKernel(region).run(_on_device(arrays), [], shapes, (4, 5))
     want = {(4, 5): x * (c + 1), (4, 1): c + 1}
     for g, shape in zip(got, shapes):
         np.testing.assert_array_equal(g.copy_to_host(), want[shape])
@@ -124,10 +125,10 @@ def test_a_smaller_output_is_stored_at_its_own_index():
 
 def test_the_cuda_source_is_the_plan_spelled_for_the_device():
     region, _ = _region_of(chain, tj.ones(2, 3), tj.ones(3))
-    src = numba_cuda.render_elementwise(plan_elementwise(region))
+    src = cuda_kernels.render_elementwise(plan_elementwise(region))
     assert "@cuda.jit" in src and "cuda.gridsize(1)" in src and "prange" not in src
     # libdevice's tanh, not the CPU's vectorisable forms (the simulator runs numpy's)
-    assert ("np.tanh(" if numba_cuda.simulated() else "math.tanh(") in src
+    assert ("np.tanh(" if cuda_kernels.simulated() else "math.tanh(") in src
     assert "tanh_f32" not in src
     assert "np.float32(0.5)" in src  # typed constants keep float32 math in float32
 
@@ -141,7 +142,7 @@ def _row_region(fn, *example):
 
 
 def _run_row(region, arrays, full):
-    kernel = numba_cuda.CudaRowKernel(region)
+    kernel = cuda_kernels.CudaRowKernel(region)
     return [o.copy_to_host() for o in kernel.run(_on_device(arrays), [], full)]
 
 
@@ -194,7 +195,7 @@ def test_layer_norm_forward_and_backward_with_sums_over_rows():
 
 def _same_as_cpu(region, rows, n):
     cpu = numba_cpu.RowKernel(region)
-    gpu = numba_cuda.CudaRowKernel(region)
+    gpu = cuda_kernels.CudaRowKernel(region)
     assert any(kind == "summed" for _, kind, _ in gpu.outputs)
     rng = np.random.default_rng(rows)
     shapes = {"element": (rows, n), "column": (n,), "row": (rows, 1)}
@@ -236,7 +237,7 @@ def test_the_gpu_check_script_runs():
 def test_the_tiled_matmul_equals_numpy_at_sizes_that_are_not_tile_multiples(m, k, n, dtype):
     rng = np.random.default_rng(m * 100 + k)
     a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
-    got = numba_cuda.matmul(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
+    got = cuda_kernels.matmul(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
     np.testing.assert_allclose(got, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-5)
 
@@ -244,6 +245,6 @@ def test_the_tiled_matmul_equals_numpy_at_sizes_that_are_not_tile_multiples(m, k
 def test_matmul_refuses_shapes_that_do_not_multiply_and_mixed_dtypes():
     a = cuda.to_device(np.ones((2, 3), np.float32))
     with pytest.raises(ValueError, match=r"\(2, 3\) and \(2, 3\)"):
-        numba_cuda.matmul(a, a)
-    with pytest.raises(numba_cuda.Unsupported):
-        numba_cuda.matmul(a, cuda.to_device(np.ones((3, 2), np.float64)))
+        cuda_kernels.matmul(a, a)
+    with pytest.raises(cuda_kernels.Unsupported):
+        cuda_kernels.matmul(a, cuda.to_device(np.ones((3, 2), np.float64)))

@@ -33,7 +33,7 @@ def _seed_grads(outputs, grads):
             d = out._data
             g = _make(np.ones(d.shape, d.dtype))
             if not isinstance(d, np.ndarray):  # the seed lives where the output does
-                from ..cuda import memory
+                from ..backends.cuda import memory
 
                 g = _make(memory.to_device(g._data))
         elif tuple(g.shape) != tuple(out.shape):

@@ -30,12 +30,12 @@ from ..core.float_errors import quiet, restore
 from ..ir.graph import FUSED, GUARD, Graph, Value, symbols_read
 from ..runtime import events, memory
 from ..runtime.events import ACTIVE as _EVENTS
-from ..ir.symbolic import SymInt, has_sym, hint_of
+from ..core.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, AVal
 from ..ops.rules import compute_dtype
 from ..ops.scalar import IDENTITY
-from .interpret import check_guard
+from .guards import check_guard
 from .numba_loops import loop_kernel
 from .numba_cpu import RowKernel, Unsupported, compile_region, row_frame, size_params
 
@@ -100,18 +100,18 @@ class HostProgram:
     Raises Unsupported when some part needs the interpreter (a region Numba cannot
     compile, a size known only from data, an in-place update of an input)."""
 
-    def __init__(self, graph: Graph, bindings: list | None = None,
+    def __init__(self, graph: Graph, make, bindings: list | None = None,
                  donate: dict | None = None):
-        """`donate`: {value: input} whose kernel may write the value into the input's
-        array (a graph returning inputs' new values, written back into them after)."""
-        from ..tensor.tensor import Tensor
-
+        """`make`: what wraps an output array (the eager runtime's tensor constructor; the
+        inputs are read through their `_data`). `donate`: {value: input} whose kernel may
+        write the value into the input's array (a graph returning inputs' new values,
+        written back into them after)."""
         if graph.mutations:
             raise Unsupported("the graph updates its inputs in place")
         self.graph = graph
         bindings = graph.size_bindings() if bindings is None else bindings
         em = _Emitter({sym for _, _, sym in bindings})
-        em.ns["_make"] = Tensor._make
+        em.ns["_make"] = make
         names: dict = {v: f"v{i}" for i, v in enumerate(graph.inputs)}
         params = [f"t{i}" for i in range(len(graph.inputs))]
         for k, node in enumerate(graph.nodes):
@@ -305,11 +305,11 @@ def _promote(em: _Emitter, op, node, args: list) -> list:
     return out
 
 
-def host_program(graph: Graph, bindings: list | None = None,
+def host_program(graph: Graph, make, bindings: list | None = None,
                  donate: dict | None = None) -> HostProgram | None:
     """The host program of a graph, or None when it must be interpreted."""
     try:
-        return HostProgram(graph, bindings, donate)
+        return HostProgram(graph, make, bindings, donate)
     except Unsupported:
         return None
 

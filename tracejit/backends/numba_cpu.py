@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.diagnostics import user_stacklevel
 from ..ir.graph import Graph, Value
-from ..ir.symbolic import SymInt, plain_symbol
+from ..core.symbolic import SymInt, plain_symbol
 from ..ir.passes.fuse import column_sum
 from ..core.log import enabled, log
 from ..ops import OPS
@@ -451,7 +451,7 @@ def _size_codes(region: Graph) -> list:
 
 def _shape_codes(v: Value) -> list:
     """Per dimension of v: an int, or the compiled expression of a symbolic size."""
-    from ..ir.symbolic import SymInt
+    from ..core.symbolic import SymInt
 
     return [compile(d.source(), "<size>", "eval") if isinstance(d, SymInt) else d
             for d in v.shape]
@@ -571,7 +571,7 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = (),
     kernel's size parameters `zs`; size symbols in attributes come from `sizes` (symbol ->
     value, as a host program knows them), else are read off the inputs' shapes and
     `shapes` ((value, concrete shape), right-aligned)."""
-    from ..ir.symbolic import map_leaves
+    from ..core.symbolic import map_leaves
 
     by_source = {src: z for (src, _), z in zip(size_params(region), zs)}
     env = dict(sizes or {})

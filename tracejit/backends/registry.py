@@ -13,9 +13,10 @@ names, so that a new backend is one entry in `BACKENDS`.
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Callable
+
+from ..core.config import default_backend
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             backward_cache=False),
     Backend("numba", "cpu", ".numba_cpu", host_programs=True, compiled_backward=True,
             backward_cache=True),
-    Backend("cuda", "cuda", ".numba_cuda", host_programs=False, compiled_backward=True,
+    Backend("cuda", "cuda", ".cuda.kernels", host_programs=False, compiled_backward=True,
             backward_cache=False),
 )}
 
@@ -50,7 +51,7 @@ AUTO = "auto"  # numba, unless TRACEJIT_BACKEND names another
 def resolve(name: str) -> str:
     """The backend `name` stands for (`auto`: TRACEJIT_BACKEND, else numba), checked."""
     if name == AUTO:
-        name = os.environ.get("TRACEJIT_BACKEND", "numba")
+        name = default_backend()
     get(name)
     return name
 

@@ -20,9 +20,9 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..autograd.node import FREED_MESSAGE, Node
 from ..backends import registry as backends
-from ..backends.interpret import Interpreter
+from .interpreter import Interpreter
 from ..ir.graph import GUARD, Graph, Value
-from ..ir.symbolic import SymInt, symbols_in
+from ..core.symbolic import SymInt, symbols_in
 from ..ir.passes import PassManager, Stages
 from ..ir.verifier import verify as verify_graph
 from ..ir.passes.outputs import copy_aliased_outputs
@@ -271,7 +271,7 @@ def _runner(graph: Graph, backend: str, bindings: list):
     if backends.get(backend).host_programs:
         from ..backends.host import host_program
 
-        program = host_program(graph, bindings)
+        program = host_program(graph, Tensor._make, bindings)
         if program is not None:
             return program.run
     interp = Interpreter(graph, backend)

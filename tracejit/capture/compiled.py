@@ -10,18 +10,18 @@ import threading
 
 from ..autograd.grad_mode import STATE
 from ..backends import registry as backends
-from ..backends.interpret import Interpreter
+from ..backends.host import host_program, returns_views
 from ..core.log import log  # noqa: F401 (the capture modules log through here)
+from ..tensor.tensor import Tensor
+from .interpreter import Interpreter
 
 BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only they decide)
 
 
 def program_for(graph, backend: str, bindings: list, donate: dict | None = None):
-    from ..backends.host import host_program, returns_views
-
     if not backends.get(backend).host_programs or returns_views(graph) or graph.is_script():
         return None
-    return host_program(graph, bindings, donate)
+    return host_program(graph, Tensor._make, bindings, donate)
 
 
 class CompiledGraph:
@@ -192,10 +192,10 @@ class Segment(CompiledGraph):
         """`params`: sizes of the enclosing loops (their indices) the nodes use; each is
         passed as an empty array whose first size is it plus CARRIER_OFFSET, so that host
         programs and the joint trace bind it as they bind any input's size."""
-        from ..backends.interpret import CARRIER_OFFSET
+        from .interpreter import CARRIER_OFFSET
         from ..dtypes import bool_
         from ..ir.graph import Value
-        from ..ir.symbolic import SymInt, map_leaves
+        from ..core.symbolic import SymInt, map_leaves
         from .autodiff import _subgraph
 
         self.owner = owner

@@ -244,7 +244,7 @@ class ScriptLoopBackward(Node):
         (each segment on the interpreter) and differentiating that, under create_graph."""
         from ..autograd import grad as autograd_grad
         from ..autograd.grad_mode import enable_grad
-        from ..backends.interpret import Interpreter
+        from .interpreter import Interpreter
         from ..ops import OPS
         from ..tensor.dispatch import apply
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.grad_mode import STATE
+from ..core.errors import ScriptError
 from ..ir.graph import BIND, GUARD, SIZE, Graph, Value
-from ..ir.symbolic import SymInt, decide, has_sym, hint_of
+from ..core.symbolic import SymInt, decide, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import AVal
 from ..tensor.dispatch import user_frame
@@ -25,6 +26,11 @@ DISPLAY_NAMES = ["B", "T", "N", "M", "K", "L", "P", "Q", "R", "U", "V", "W"]
 
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 
+
+
+class DryPathAbort(Exception):
+    """Raised inside a path recorded but not taken when the recording gives up: the rest
+    of that path must not run (it would run for real, with its effects)."""
 
 class ShapeGuard:
     """`lhs op rhs` (size expressions) evaluated to `expected` in this trace."""
@@ -132,7 +138,7 @@ class Recorder:
     def canonicalize_sizes(self) -> None:
         """Apply the size equalities the trace proved (`T == N`, `T == 784`): one symbol
         per size class, constants where a size was pinned, so types compare equal."""
-        from ..ir.symbolic import map_leaves
+        from ..core.symbolic import map_leaves
 
         mapping: dict = {}
 
@@ -320,8 +326,6 @@ class Recorder:
         if STATE.capture is self:
             STATE.capture = None
         if self.dry:  # inside a path not taken: stop it before anything runs for real
-            from ..scripting.control_flow import DryPathAbort
-
             raise DryPathAbort(reason)
 
     # ---- ops -------------------------------------------------------------------------------
@@ -489,9 +493,7 @@ class Recorder:
             attrs = self._read_tensor_attrs(op, attrs)
         base, chain = self.view_chains.get(id(target), (None, ()))
         if self.lists:
-            from ..scripting.lists import refuse_update_of_element
-
-            refuse_update_of_element(self, target, op.name)
+            _refuse_update_of_element(self, target, op.name)
         if len(self.scopes) > 1 and self.scope_of.get(self.value_of(
                 base if base is not None else target)) is not self.scopes[-1]:
             self.abort(f"in-place {op.name} inside a branch or loop body of a tensor from "
@@ -600,3 +602,19 @@ def _is_reshape(chain) -> bool:
 
 def _hint_attrs(attrs: dict) -> dict:
     return {k: hint_of(v) for k, v in attrs.items()} if attrs else attrs
+
+
+def _refuse_update_of_element(rec, target: Tensor, what: str) -> None:
+    """An in-place update of a tensor a list value holds (or of a tensor it is a view of,
+    or of an element read from the list): the list value would keep the old element."""
+    def roots(t):
+        return {id(t)} | ({id(t._base)} if t._base is not None else set())
+
+    mine = roots(target)
+    for key in rec.lists:
+        xs = rec.keep.get(key)
+        if type(xs) is list and any(mine & roots(t) for t in xs if isinstance(t, Tensor)):
+            raise ScriptError(
+                f"{user_frame()}: in-place {what} of a tensor that a list built in a loop or "
+                "a branch on a tensor holds is not supported by tj.script; use the "
+                "out-of-place form (`y = y * 2`) before appending")

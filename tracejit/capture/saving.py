@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ir.graph import Graph, ListType, Node, Value
-from ..ir.symbolic import SymInt
+from ..core.symbolic import SymInt
 
 FORMAT = "tracejit.program"
 VERSION = 1
@@ -413,7 +413,7 @@ class LoadedTrace:
         return self.check(env)
 
     def run(self, args: tuple):
-        from ..backends.interpret import GuardMiss
+        from ..backends.guards import GuardMiss
 
         inputs = self._tensors(args)[0] + [t for _, t in self.params] + self.captured
         try:

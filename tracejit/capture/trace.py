@@ -16,8 +16,8 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..backends import registry as backends
-from ..backends.interpret import GuardMiss, _precompile, _resolve
-from ..ir.symbolic import has_sym, hint_of
+from ..backends.guards import GuardMiss
+from ..core.symbolic import SymInt, compile_sizes, eval_sizes, has_sym, hint_of, map_leaves
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
 from ..core.diagnostics import user_stacklevel
@@ -129,7 +129,7 @@ class Trace(CompiledGraph):
                             for k, t in enumerate(out_tensors)
                             if t._data.ndim > 1 and t._data.size > 1 and
                             not _c_contiguous(t._data)]
-        self.out_others = [_precompile(v) for v in out_others]
+        self.out_others = [compile_sizes(v) for v in out_others]
         self._sized_outs = any(has_sym(v) for v in out_others)
         self.stats: dict = {}  # the owning TracedFunction's stats (set by it)
         CompiledGraph.__init__(self, self.graph, backend, self.bindings, self.shape_guards)
@@ -154,7 +154,7 @@ class Trace(CompiledGraph):
         if self._sized_outs:
             if env is None:
                 env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
-            others = [_resolve(v, env) for v in others]
+            others = [eval_sizes(v, env) for v in others]
         return unflatten(self.out_spec, outs, others, tensors)
 
 _UNSET = CompiledGraph.UNSET
@@ -415,14 +415,14 @@ class TracedFunction:
                 parts.append(f"# host program of segment {seg.graph.name}\n"
                              f"{seg._program.source}")
         if backends.get(tr.backend).device == "cuda":  # the kernels' CUDA source
-            from ..backends import numba_cuda
+            from ..backends.cuda import kernels as cuda_kernels
             from ..codegen.plan import plan_elementwise, plan_row
 
             def generate(region):
-                return numba_cuda.render_elementwise(plan_elementwise(region))
+                return cuda_kernels.render_elementwise(plan_elementwise(region))
 
             def generate_row(region):
-                return numba_cuda.render_row(plan_row(region), numba_cuda.THREADS_PER_ROW)
+                return cuda_kernels.render_row(plan_row(region), cuda_kernels.THREADS_PER_ROW)
         for node in self.graph.walk():
             if node.op == "fused":
                 gen = generate_row if node.attrs["kind"] == "row" else generate
@@ -514,8 +514,6 @@ class TracedFunction:
 
 
 def _sizes_in(value) -> list:
-    from ..ir.symbolic import SymInt, map_leaves
-
     found: list = []
     map_leaves(value, SymInt, found.append)
     return found

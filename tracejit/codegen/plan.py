@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.graph import Graph, Value
-from ..ir.symbolic import SymInt, hint_of
+from ..core.symbolic import SymInt, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE, AVal
 from ..ops.rules import compute_dtype

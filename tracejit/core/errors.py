@@ -7,3 +7,7 @@ class ShapeError(RuntimeError, ValueError):
     mismatched matrices). PyTorch raises RuntimeError, which programs and tests catch;
     numpy raises ValueError, which code written against tracejit's earlier releases may
     catch: this is both."""
+
+
+class ScriptError(RuntimeError):
+    """What script mode cannot compile: names the construct, the file and the line."""

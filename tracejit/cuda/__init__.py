@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 
 from . import amp  # noqa: F401  (tj.cuda.amp.autocast, GradScaler)
-from . import memory as _memory
+from ..backends.cuda import memory as _memory
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
 

@@ -3,7 +3,7 @@
 An elementwise op runs as a kernel: the one-op region of the op table's entry, planned
 and rendered for CUDA like a fused region; a 2-D float matmul runs the tiled kernel;
 reductions over the last dimension or everything run as row kernels; expand, gather,
-scatter_add and sum_to as strided kernels (cuda/indexing.py). Every other op copies its
+scatter_add and sum_to as strided kernels (backends/cuda/indexing.py). Every other op copies its
 operands to the host, runs its numpy implementation and copies the result back:
 correct, slow, and counted (`tj.cuda.stats()["host_round_trips"]`).
 
@@ -24,7 +24,7 @@ from ..core.float_errors import quiet, restore
 from ..ops import OPS
 from ..ops.registry import COMPARE, ELEMENTWISE, REDUCE
 from ..ops.scalar import MAX, MEAN, MIN, SUM
-from . import memory
+from ..backends.cuda import memory
 
 STATS = {"kernels": Counter(), "host": Counter()}
 _KERNELS: dict = {}
@@ -129,7 +129,7 @@ def _kernel_operands(op, args, out_dtype):
 
 def compute(op, args, attrs):
     """The device array of `op` on arguments some of which are CUDA tensors."""
-    from ..backends import numba_cuda
+    from ..backends.cuda import kernels as cuda_kernels
     from ..codegen.plan import Unsupported, one_op_region
     from ..tensor.tensor import Tensor
 
@@ -166,7 +166,7 @@ def compute(op, args, attrs):
             return out
     if op in _INDEX_OPS and all(isinstance(a, Tensor) and memory.is_device_array(a._data)
                                 for a in args):
-        from . import indexing
+        from ..backends.cuda import indexing
 
         out = getattr(indexing, _INDEX_OPS[op])(*[a._data for a in args], **attrs)
         if out is not None:
@@ -181,7 +181,7 @@ def compute(op, args, attrs):
         if a._data.ndim == 2 and b._data.ndim == 2 and a.dtype is b.dtype and \
                 a.dtype.name in ("float32", "float64"):
             STATS["kernels"]["matmul"] += 1
-            return numba_cuda.matmul(a._data, b._data)
+            return cuda_kernels.matmul(a._data, b._data)
     return _round_trip(op, args, attrs)
 
 
@@ -189,7 +189,7 @@ def compute(op, args, attrs):
 _DEVICE_VIEWS = frozenset({OPS.reshape, OPS.squeeze, OPS.unsqueeze, OPS.detach,
                            OPS.transpose, OPS.permute})
 _ANY_ALL = frozenset({OPS.any, OPS.all})
-# broadcasting and index ops as kernels over strided memory (cuda/indexing.py)
+# broadcasting and index ops as kernels over strided memory (backends/cuda/indexing.py)
 _INDEX_OPS = {OPS.expand: "expand", OPS.gather: "gather", OPS.scatter_add: "scatter_add",
               OPS.sum_to: "sum_to", OPS.getitem: "getitem", OPS.index_scatter: "index_scatter",
               OPS.cat: "cat"}
@@ -218,7 +218,7 @@ def _device_view(op, args, attrs):
 def _device_reduce(op, x, attrs):
     """A sum, mean, max or min over the last dimension or over everything as a one-op
     row kernel (one block per row, a tree reduction), or None (other dims: the host)."""
-    from ..backends import numba_cuda
+    from ..backends.cuda import kernels as cuda_kernels
     from ..codegen.plan import Unsupported, one_op_region
     from ..ops.rules import aval_of
 
@@ -238,7 +238,7 @@ def _device_reduce(op, x, attrs):
     shape = tuple(op.infer(aval_of(x), **attrs).shape)
     region = one_op_region(op, [rows], {"dim": (1,), "keepdim": True})
     try:
-        kernel = numba_cuda.CudaRowKernel(region)  # (its module is cached by source)
+        kernel = cuda_kernels.CudaRowKernel(region)  # (its module is cached by source)
         out = kernel.run([rows], [], tuple(rows.shape))[0]
     except Unsupported:
         return None
@@ -266,7 +266,7 @@ def _device_any_all(op, x, attrs):
 def _device_column_sum(op, x, attrs):
     """`sum_to` [..., N] -> [N] (a bias's gradient) as a row kernel's sum over rows, or
     None (other targets: the host)."""
-    from ..backends import numba_cuda
+    from ..backends.cuda import kernels as cuda_kernels
     from ..codegen.plan import Unsupported, one_op_region
 
     a = x._data
@@ -278,7 +278,7 @@ def _device_column_sum(op, x, attrs):
         return None
     rows = a.reshape(a.size // shape[-1], shape[-1])
     try:
-        kernel = numba_cuda.CudaRowKernel(one_op_region(op, [rows], {"shape": target}))
+        kernel = cuda_kernels.CudaRowKernel(one_op_region(op, [rows], {"shape": target}))
         out = kernel.run([rows], [], tuple(rows.shape))[0]
     except Unsupported:
         return None
@@ -287,13 +287,13 @@ def _device_column_sum(op, x, attrs):
 
 
 def _kernel(region):
-    from ..backends import numba_cuda
+    from ..backends.cuda import kernels as cuda_kernels
     from ..codegen.plan import plan_elementwise
 
-    key = numba_cuda.render_elementwise(plan_elementwise(region))
+    key = cuda_kernels.render_elementwise(plan_elementwise(region))
     kernel = _KERNELS.get(key)
     if kernel is None:
-        kernel = _KERNELS[key] = numba_cuda.CudaRegionKernel(region)
+        kernel = _KERNELS[key] = cuda_kernels.CudaRegionKernel(region)
     return kernel
 
 

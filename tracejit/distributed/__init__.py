@@ -165,7 +165,7 @@ class Work:
 
 def _buffer(tensor):
     """(numpy buffer MPI reads and writes, how to put it back into the tensor)."""
-    from ..cuda import memory
+    from ..backends.cuda import memory
 
     data = tensor._data
     if memory.is_device_array(data):

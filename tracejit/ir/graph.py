@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dtypes as dt
-from .symbolic import SymInt, map_leaves, plain_symbol, symbols_in
+from ..core.symbolic import SymInt, map_leaves, plain_symbol, symbols_in
 
 
 @dataclass(eq=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .graph import (BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE,
                     SIZE, Graph, Value)
-from .symbolic import SymInt
+from ..core.symbolic import SymInt
 
 
 def _dim(d, names: dict) -> str:
@@ -165,7 +165,7 @@ def _body_lines(graph: Graph, namer, syms: dict, sources: bool, indent: str, lin
 
 
 def _sym(name: str):
-    from .symbolic import SymInt
+    from ..core.symbolic import SymInt
 
     return SymInt(0, {(name,): 1}, None)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
                     LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
-from .symbolic import SymInt
+from ..core.symbolic import SymInt
 
 
 class VerificationError(RuntimeError):

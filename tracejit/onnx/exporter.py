@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import GUARD, ListType, Value
-from ..ir.symbolic import SymInt, symbols_in
+from ..core.symbolic import SymInt, symbols_in
 from ..ops import OPS
 from .lowering import ONNX_TYPES, REFUSED, ExportError, lowering_of
 

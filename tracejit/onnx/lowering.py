@@ -12,7 +12,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ..ir.graph import Value
-from ..ir.symbolic import SymInt
+from ..core.symbolic import SymInt
 from ..ops import OPS
 from ..ops.windows import _fill
 

@@ -13,6 +13,7 @@ import numpy as np
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, infer_elementwise
 from .scalar import IDENTITY, X, Y, Z, call, eq, ne, select
+from .special import ufunc
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops once both are loaded
 
@@ -74,10 +75,8 @@ def _rsqrt(x, out=None):
 
 def _special(name: str):
     """The numpy impl of a special function or of a libm function numpy lacks: its Numba
-    ufunc (backends/special.py), float16/bfloat16 in float32 and rounded back."""
+    loop (ops/special.py), float16/bfloat16 in float32 and rounded back."""
     def impl(x, out=None):
-        from ..backends.special import ufunc
-
         x = np.asarray(x)
         if x.dtype.itemsize == 2:
             return ufunc(name)(x.astype(np.float32)).astype(x.dtype)
@@ -597,7 +596,7 @@ _binary("logaddexp2", np.logaddexp2,
 
 
 
-# ---- special functions (backends/special.py: PyTorch's values at the poles) ----------------
+# ---- special functions (ops/special.py: PyTorch's values at the poles) ----------------
 _trigamma = _unary("trigamma", _special("trigamma"), call("trigamma", X))  # (polygamma(1, x))
 _unary("lgamma", _special("lgamma"), call("lgamma", X),
        lambda g, out, x: (g * F.digamma(x),), api=API)

@@ -41,7 +41,7 @@ def build_index(index: tuple, arrays) -> tuple:
 
 
 def _is_int(i) -> bool:
-    from ..ir.symbolic import SymInt
+    from ..core.symbolic import SymInt
 
     return type(i) is int or isinstance(i, SymInt)
 

@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..core.errors import ShapeError
 from ..core.float_errors import quiet, restore
-from ..ir.symbolic import SymInt, is_dynamic, known_same
+from ..core.symbolic import SymInt, is_dynamic, known_same
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL
 
 

@@ -47,7 +47,7 @@ MATH1 = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin",
          "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
          "erf", "erfc", "floor", "ceil", "trunc", "round", "isnan", "isinf", "isfinite")
 MATH2 = ("atan2", "copysign", "fmod", "hypot")
-# special functions beyond libm's (backends/special.py): PyTorch's values at their poles
+# special functions beyond libm's (ops/special.py): PyTorch's values at their poles
 SPECIAL = ("lgamma", "digamma", "trigamma", "erfinv")
 _FNS += [Fn(n, 1, "math") for n in MATH1 + SPECIAL] + [Fn(n, 2, "math") for n in MATH2]
 FUNCTIONS: dict[str, Fn] = {f.name: f for f in _FNS}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import INDEX, register
+from .registry import INDEX, OPS, register
 from .rules import aval_of
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
@@ -90,9 +90,7 @@ def _scatter_reduce_vjp(g, out, x, index, src, dim, reduce, include_self=True):
     """Gradients of each element that took part in a position's result: for amax/amin
     shared evenly between the values equal to it (as PyTorch), for prod the product of
     the others (exact with one zero)."""
-    from ..tensor.creation import ones as _ones
-
-    ones = _ones(tuple(index.shape), dtype=g.dtype)
+    ones = F.apply(OPS.full, shape=tuple(index.shape), value=1, dtype=g.dtype)
     hit = F.scatter_add_raw(ones, index, dim, tuple(x.shape)) > 0  # positions written to
     own = ~hit if not include_self else None  # positions whose result is x's alone
     if reduce == "prod":

@@ -27,22 +27,19 @@ WANT = {"shapes": False, "memory": False, "stack": False}
 _SINKS: list = []
 now = time.perf_counter_ns
 
+# PyTorch's names for the ops whose table name differs from theirs
+_TORCH_NAMES = {"cast": "_to_copy", "getitem": "index", "setitem": "index_put_",
+                "sum_to": "sum_to_size", "unfold2d": "im2col", "fold2d": "col2im",
+                "reshape": "view", "constant": "lift"}
 _NAMES: dict = {}  # OpDef -> its event name
 
 
 def aten_name(op) -> str:
     """An op's event name: `aten::` and PyTorch's name for it, which is the op table's
-    but for the few spelled here (keyed by OpDef, as every consumer's table is)."""
+    but for the few spelled above (cached per OpDef: it is asked once per profiled op)."""
     name = _NAMES.get(op)
     if name is None:
-        if not _NAMES:
-            from ..ops import OPS
-
-            _NAMES.update({OPS.cast: "aten::_to_copy", OPS.getitem: "aten::index",
-                           OPS.setitem: "aten::index_put_", OPS.sum_to: "aten::sum_to_size",
-                           OPS.unfold2d: "aten::im2col", OPS.fold2d: "aten::col2im",
-                           OPS.reshape: "aten::view", OPS.constant: "aten::lift"})
-        name = _NAMES.get(op) or _NAMES.setdefault(op, "aten::" + op.name)
+        name = _NAMES[op] = "aten::" + _TORCH_NAMES.get(op.name, op.name)
     return name
 
 

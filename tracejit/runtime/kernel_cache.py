@@ -90,14 +90,15 @@ _IMPORTED: list = []
 
 
 # what generated kernels compile besides their own text: a change to one is a new key
-_COMPILED_WITH = ("scalar_math.py", "loop_math.py", "numba_blas.py", "special.py")
+_COMPILED_WITH = ("backends/scalar_math.py", "backends/loop_math.py", "backends/numba_blas.py",
+                  "backends/special.py", "ops/special.py")
 
 
 def _imported_source() -> str:
     if not _IMPORTED:
         h = hashlib.sha256()
         for name in _COMPILED_WITH:
-            h.update((Path(__file__).resolve().parents[1] / "backends" / name).read_bytes())
+            h.update((Path(__file__).resolve().parents[1] / name).read_bytes())
         _IMPORTED.append(h.hexdigest())
     return _IMPORTED[0]
 

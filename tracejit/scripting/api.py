@@ -13,7 +13,7 @@ import typing
 
 from ..autograd.grad_mode import STATE
 from ..capture.trace import DEFAULT_BUDGET, LAZY, TracedFunction, TracedModule
-from ..ir.symbolic import SymInt
+from ..core.symbolic import SymInt
 from ..tensor.tensor import Tensor
 from .frontend import convert
 

@@ -16,37 +16,16 @@ import contextlib
 import numpy as np
 
 from ..autograd.grad_mode import STATE
+from ..capture.recorder import DryPathAbort
+from ..core.diagnostics import raise_from_line  # noqa: F401 (the scripting modules' import)
+from ..core.errors import ScriptError
 from ..ir.graph import IF, LOOP, ListType, Value
 from ..ir.passes.rewrite import same_type
-from ..ir.symbolic import SymInt, decide, hint_of, same_dim
+from ..core.symbolic import SymInt, decide, hint_of, same_dim
 from ..ops import OPS
 from ..tensor.dispatch import apply, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
-
-
-class ScriptError(RuntimeError):
-    """What script mode cannot compile: names the construct, the file and the line."""
-
-
-def raise_from_line(exc: BaseException, where: str, function: str) -> None:
-    """Raise `exc` from a frame on the line `where` ("file:line") names, as `function`:
-    the user's line is the traceback's last frame (not the compiler's or the runtime's),
-    and neither the frames it was first raised through nor an exception being handled
-    are printed with it. Raises `exc` as it is when `where` names no line."""
-    exc = exc.with_traceback(None)
-    exc.__suppress_context__ = True
-    file, _, line = where.rpartition(":")
-    if not line.isdigit() or int(line) < 1:
-        raise exc
-    code = compile("\n" * (int(line) - 1) + "raise __tj_exc", file, "exec")
-    code = code.replace(co_name=function, co_qualname=function)
-    exec(code, {"__tj_exc": exc})  # noqa: S102 — one raise statement of ours
-
-
-class DryPathAbort(Exception):
-    """Raised inside a path recorded but not taken when the recording gives up: the rest
-    of that path must not run (it would run for real, with its effects)."""
 
 
 class Undefined:
@@ -502,7 +481,7 @@ def _widen(rec, a: Value, b: Value, taken: Value):
     """(shape, [(dim, symbol)]) for a value whose size from data differs between the two
     paths (two stacks of one list): the branch's result gets a fresh size, bound from
     the value the path gives; None when the types differ otherwise."""
-    from ..ir.symbolic import is_dynamic
+    from ..core.symbolic import is_dynamic
 
     if a.dtype is not b.dtype or len(a.shape) != len(b.shape) or isinstance(
             a.dtype, lists.ListType):

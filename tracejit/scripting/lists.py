@@ -10,7 +10,7 @@ length is fixed when the function is compiled, and everything on them is unrolle
 from __future__ import annotations
 
 from ..ir.graph import LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK, ListType, Value
-from ..ir.symbolic import SymInt, hint_of, is_dynamic, same_dim
+from ..core.symbolic import SymInt, hint_of, is_dynamic, same_dim
 from ..core.diagnostics import user_frame
 from ..tensor.tensor import Tensor
 from . import control_flow as cf
@@ -103,22 +103,6 @@ def refuse_store(rec, xs, where: str) -> None:
         raise cf.ScriptError(f"{where}: item assignment to a list that a loop or a branch on a "
                              "tensor builds is not supported by tj.script; compute the "
                              "element before appending it, or build a new list")
-
-
-def refuse_update_of_element(rec, target: Tensor, what: str) -> None:
-    """An in-place update of a tensor a list value holds (or of a tensor it is a view of,
-    or of an element read from the list): the list value would keep the old element."""
-    def roots(t):
-        return {id(t)} | ({id(t._base)} if t._base is not None else set())
-
-    mine = roots(target)
-    for key in rec.lists:
-        xs = rec.keep.get(key)
-        if type(xs) is list and any(mine & roots(t) for t in xs if isinstance(t, Tensor)):
-            raise cf.ScriptError(
-                f"{user_frame()}: in-place {what} of a tensor that a list built in a loop or "
-                "a branch on a tensor holds is not supported by tj.script; use the "
-                "out-of-place form (`y = y * 2`) before appending")
 
 
 def length(rec, xs: list) -> SymInt:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import builtins
 import collections
-import copy
 import io
 import logging
 import os
@@ -14,14 +13,13 @@ import warnings
 import weakref
 
 from ..autograd.grad_mode import STATE
+from ..core.diagnostics import raise_at
 from ..ir.graph import RAISE
-from ..ir.symbolic import SymInt, hint_of, is_dynamic
+from ..core.symbolic import SymInt, hint_of, is_dynamic
 from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
-from .control_flow import (ScriptError, Undefined, _predicate, for_each, for_range, if_,
-                           raise_from_line,
-                           while_)
+from .control_flow import ScriptError, Undefined, _predicate, for_each, for_range, if_, while_
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
            "assert_", "raise_", "call", "call_outer", "sub", "store", "store_outer", "slice_",
@@ -157,28 +155,6 @@ def _user_site() -> tuple[str, str]:
                                  owner.f_code.co_filename.startswith(_PACKAGE_DIR)):
         owner = owner.f_back
     return where, owner.f_code.co_name if owner is not None else f.f_code.co_name
-
-
-def raise_at(exc: BaseException, where: str, function: str = "<script>"):
-    """Raise a copy of `exc` whose message starts with the user's file:line, from a frame
-    on that line of that file: a scripted function's `raise`/`assert` then reads as
-    eager's, the user's line the last frame of the traceback (not the runtime's)."""
-    raise_from_line(_located(exc, where), where, function)
-
-
-def _located(exc: BaseException, where: str) -> BaseException:
-    try:
-        new = type(exc)(*exc.args)
-    except Exception:  # noqa: BLE001 — an exception class with its own constructor
-        new = copy.copy(exc)
-    args = exc.args
-    if not args:
-        new.args = (where,)
-    elif isinstance(args[0], str) and len(args) == 1:
-        new.args = (f"{where}: {args[0]}",)
-    else:
-        new.add_note(f"raised at {where}")
-    return new
 
 
 # ---- calls ---------------------------------------------------------------------------------------

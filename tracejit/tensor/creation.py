@@ -11,7 +11,7 @@ from .. import dtypes as dt
 from ..ops import OPS
 from ..ops.creation import GENERATOR
 from .dispatch import apply
-from ..ir.symbolic import SymInt
+from ..core.symbolic import SymInt
 from .functional import _shape_arg
 from .tensor import Tensor, _make
 
@@ -39,7 +39,7 @@ def _place(t: Tensor, device) -> Tensor:
     """`t` (made on the host) on `device`."""
     if device is None or str(device).split(":")[0] == "cpu":
         return t
-    from ..cuda import memory
+    from ..backends.cuda import memory
 
     return _make(memory.to_device(t._data))
 

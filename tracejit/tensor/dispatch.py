@@ -15,11 +15,11 @@ from ..autograd.grad_mode import STATE
 from ..autograd.node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
 from ..core.diagnostics import PACKAGE_DIR, user_frame, user_stacklevel  # noqa: F401
 from ..core.float_errors import quiet, restore
-from ..ir.symbolic import SymInt
+from ..core.symbolic import SymInt
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
 from .tensor import Tensor, _make
-from ..cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
+from ..backends.cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
 from .. import amp as _amp
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
@@ -434,7 +434,7 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
 def _device_inplace(op, target: Tensor, args, attrs, cuda_eager) -> Tensor:
     """An in-place op on a CUDA tensor: computed on the device, written into the
     target's array (without autograd history yet)."""
-    from ..cuda import memory
+    from ..backends.cuda import memory
 
     cuda_eager.inplace_check(target)
     if STATE.grad_enabled and op.vjp is not None and any(

@@ -20,7 +20,7 @@ from .. import amp as _amp
 from ..autograd.grad_mode import STATE
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
-from ..ir.symbolic import SymInt
+from ..core.symbolic import SymInt
 from ..ops.rules import normalize_dim, normalize_dims
 from .dispatch import apply, apply_inplace, binary as _binary_fast, unary as _unary_fast
 from .tensor import FreshTensor, Tensor, _make
@@ -1035,7 +1035,7 @@ def _to_copy():
     """The autograd Function of a move between devices (made once, on first use)."""
     if not _TO_COPY:
         from ..autograd.function import Function
-        from ..cuda import memory
+        from ..backends.cuda import memory
 
         class ToCopy(Function):
             @staticmethod

@@ -60,7 +60,7 @@ MUTANTS = [
      "        if node.op == GUARD:\n            continue\n"
      "        if any(isinstance(x, Value) and x in tainted for x in node.inputs):",
      ["tests/test_soundness.py"]),
-    ("guards not replayed into the joint trace", "tracejit/backends/interpret.py",
+    ("guards not replayed into the joint trace", "tracejit/capture/interpreter.py",
      "                    STATE.capture.replay_guard(node, vals[op])", "                    pass",
      ["tests/test_soundness.py"]),
     ("argument structure not compared", "tracejit/capture/trace.py",
@@ -129,7 +129,7 @@ MUTANTS = [
     ("DCE drops size bindings that something reads", "tracejit/ir/passes/dce.py",
      "    if node.op in _BINDERS and symbols_bound(node) & used:", "    if False:",
      ["tests/test_script.py"]),
-    ("a segment ignores the loop index it is given", "tracejit/backends/interpret.py",
+    ("a segment ignores the loop index it is given", "tracejit/capture/interpreter.py",
      "                ins = [vals[r] if r is not None else _carrier(env[c]) for r, c in reads]",
      "                ins = [vals[r] if r is not None else _carrier(0) for r, c in reads]",
      ["tests/test_script.py"]),

@@ -1148,7 +1148,7 @@ def markdown(cov: dict, limit: int | None, backend: str = "interpret",
         "(the tolerances of *eager*); `-`: no sample passes *traced*. *CUDA*: the call "
         "traced with the sample's tensors on the CUDA device (a factory's `device=` "
         "saying `cuda`), on the `cuda` backend: fused regions as CUDA kernels "
-        "(`backends/numba_cuda.py`), other ops as eager device kernels "
+        "(`backends/cuda/kernels.py`), other ops as eager device kernels "
         "(`tracejit/cuda/eager.py`) or, where they have none, through the host. It runs "
         "on Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`, in a process of its own), "
         "not on GPU hardware: it checks that the kernels are generated, launched and "

@@ -10,7 +10,7 @@ from ...ops import OPS
 from ...ops.rules import run_on_arrays
 from ..effects import foldable
 from ..graph import Graph, Value
-from ..symbolic import has_sym
+from ...core.symbolic import has_sym
 from .rewrite import Builder
 
 MAX_FOLDED_ELEMENTS = 4096

@@ -11,7 +11,7 @@ input on unchanged (as eager does), never a copy the program made."""
 from __future__ import annotations
 
 from ..graph import CONTROL, LIST, LIST_APPEND, Graph, Node, Value
-from ..symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
+from ...core.symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
 
 
 class Builder:

@@ -49,7 +49,7 @@ def _c_strides(shape: tuple) -> tuple:
 
 
 def _launch(n: int):
-    from ..backends.numba_cuda import launch_config
+    from .kernels import launch_config
 
     return launch_config(max(n, 1))
 

@@ -16,7 +16,7 @@ import operator
 import re
 from typing import Callable
 
-from ..core.diagnostics import user_frame
+from .diagnostics import user_frame
 
 # A polynomial: {monomial: coefficient}, a monomial a sorted tuple of symbol names
 # (repeated for powers); () is the constant term.
@@ -637,3 +637,23 @@ def decide(lhs, op: str, rhs, ranges: dict, nonneg) -> bool | None:
             return op == "!="
         return None
     return None
+
+
+# ---- size expressions evaluated at run time ---------------------------------------------------
+class SizeExpr:
+    """A size expression compiled once, evaluated per call against the size symbols."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, sym: SymInt):
+        self.code = compile(sym.source(), "<size>", "eval")
+
+
+def compile_sizes(x):
+    """`x` (a value, tuple or list of them) with each SymInt compiled to a SizeExpr."""
+    return map_leaves(x, SymInt, SizeExpr)
+
+
+def eval_sizes(x, env: dict):
+    """`x` from compile_sizes with each SizeExpr evaluated against the symbols in env."""
+    return map_leaves(x, SizeExpr, lambda e: eval(e.code, {}, env))  # noqa: S307 — our own

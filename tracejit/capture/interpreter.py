@@ -1,62 +1,25 @@
-"""The `interpret` backend: runs an IR graph op by op through eager dispatch.
+"""The interpreter: runs an IR graph op by op through eager dispatch, on tensors.
 
-It is the oracle the compiled backends are tested against. Running through
-dispatch means a traced call takes part in eager autograd exactly as the
-eager program would (hooks, create_graph, double backward).
+It is the `interpret` backend (backends/registry.py) and the oracle the compiled backends
+are tested against, and it runs what no kernel covers on the others (script graphs'
+branches and loops, regions a backend cannot compile). Running through dispatch means a
+traced call takes part in eager autograd exactly as the eager program would (hooks,
+create_graph, double backward): so it lives with the capture, above the eager runtime.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..autograd.grad_mode import STATE
-from . import registry
+from ..backends import registry
+from ..backends.guards import check_guard
 from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
                         LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
-from ..ir.symbolic import SymInt, has_sym, map_leaves
+from ..core.diagnostics import raise_at
+from ..core.symbolic import (SymInt, compile_sizes, eval_sizes, has_sym, map_leaves, plain_symbol,
+                             symbols_in)
 from ..ops import OPS
 from ..tensor.dispatch import apply, apply_inplace
-
-
-class GuardMiss(Exception):
-    """A value guard saw a different value: this call must leave the trace."""
-
-    def __init__(self, node, seen):
-        super().__init__(f"guard[{node.attrs['kind']}] expected {node.attrs['expected']!r}, "
-                         f"saw {seen!r}")
-        self.node, self.seen = node, seen
-
-
-class _Expr:
-    """A size expression compiled once, evaluated per call against the size symbols."""
-
-    __slots__ = ("code",)
-
-    def __init__(self, sym: SymInt):
-        self.code = compile(sym.source(), "<size>", "eval")
-
-
-def _precompile(x):
-    return map_leaves(x, SymInt, _Expr)
-
-
-def _resolve(x, env):
-    return map_leaves(x, _Expr, lambda e: eval(e.code, {}, env))  # noqa: S307 — our own
-
-
-def check_guard(node, data) -> None:
-    """Raise GuardMiss unless the array `data` holds the value the guard `node` saw."""
-    kind, expected = node.attrs["kind"], node.attrs["expected"]
-    if not isinstance(data, np.ndarray):  # a CUDA device array: its value, on the host
-        data = data.copy_to_host()
-    if kind == "array":
-        if not (data.shape == expected.shape and np.array_equal(data, expected)):
-            raise GuardMiss(node, "<array>")
-        return
-    seen = data.reshape(()).item()
-    if kind == "bool":
-        seen = bool(seen)
-    if not (seen == expected and type(seen) is type(expected)):
-        raise GuardMiss(node, seen)
 
 
 class _Region:
@@ -125,7 +88,7 @@ class Interpreter:
                 self.steps.append(("segment", seg.grad_mode, seg, reads, None, outs))
                 continue
             reads = [slot[x] if isinstance(x, Value) else None for x in node.inputs]
-            consts = [None if isinstance(x, Value) else _precompile(x) for x in node.inputs]
+            consts = [None if isinstance(x, Value) else compile_sizes(x) for x in node.inputs]
             if node.op == GUARD:
                 self.steps.append(("guard", node, reads[0], None, None, None))  # op: slot
                 continue
@@ -148,7 +111,7 @@ class Interpreter:
             op = OPS[node.op]
             symbolic = any(isinstance(x, SymInt) for x in node.inputs) or has_sym(
                 tuple(node.attrs.values()))
-            attrs = {k: _precompile(v) for k, v in node.attrs.items()}
+            attrs = {k: compile_sizes(v) for k, v in node.attrs.items()}
             if symbolic:
                 kind = "symbolic"
             elif op.kind == ELEMENTWISE and not attrs and len(reads) == 1:
@@ -164,7 +127,7 @@ class Interpreter:
                                slot[node.outputs[0]]))
         self.n_slots = len(slot)
         self.outputs = [slot[v] for v in graph.outputs]
-        self.size_outputs = [_precompile(e) for e in graph.size_outputs]
+        self.size_outputs = [compile_sizes(e) for e in graph.size_outputs]
         self.mutations = [(slot[t], slot[v]) for t, v in graph.mutations]
         # a loop body of compiled segments and bookkeeping only can record its iterations
         # on one tape, one autograd node for the loop (capture/loops.py)
@@ -202,7 +165,7 @@ class Interpreter:
         With a `tape` (a tapeable loop body) its segments record on the tape."""
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
         self._run(vals, env, record, tape)
-        return [vals[i] for i in self.outputs], [_resolve(e, env) for e in self.size_outputs]
+        return [vals[i] for i in self.outputs], [eval_sizes(e, env) for e in self.size_outputs]
 
     def _run(self, vals: list, env: dict, record: bool = True, tape=None) -> None:
         for kind, node, op, reads, attrs, out in self.steps:
@@ -222,7 +185,7 @@ class Interpreter:
                     vals[i] = v
                 continue
             if kind in _SCRIPT_STEPS:
-                args = [vals[r] if r is not None else _resolve(c, env) for r, c in reads]
+                args = [vals[r] if r is not None else eval_sizes(c, env) for r, c in reads]
                 for i, v in zip(out, _SCRIPT_STEPS[kind](node, op, args, env, record)):
                     vals[i] = v
                 STATE.grad_enabled = node.grad_mode and record
@@ -243,8 +206,8 @@ class Interpreter:
                 vals[out] = apply(op, *[vals[r] if r is not None else c for r, c in reads],
                                   **attrs)
             else:
-                args = [vals[r] if r is not None else _resolve(c, env) for r, c in reads]
-                vals[out] = apply(op, *args, **{k: _resolve(v, env) for k, v in attrs.items()})
+                args = [vals[r] if r is not None else eval_sizes(c, env) for r, c in reads]
+                vals[out] = apply(op, *args, **{k: eval_sizes(v, env) for k, v in attrs.items()})
 
 
 # ---- script graphs: branches, loops and sizes from data ---------------------------------------
@@ -255,8 +218,8 @@ def _control(node, backend: str, owner=None, carriers: frozenset = frozenset()):
         if index is not None and type(start) is int and start >= 0:
             carriers = carriers | {index}  # an index >= 0: segments may take it as a shape
         regions = [Interpreter(r, backend, owner, carriers) for r in node.regions]
-        return regions, {k: _precompile(v) for k, v in node.attrs.items()}
-    return None, {k: _precompile(v) for k, v in node.attrs.items()}
+        return regions, {k: compile_sizes(v) for k, v in node.attrs.items()}
+    return None, {k: compile_sizes(v) for k, v in node.attrs.items()}
 
 
 def _scalar(a):
@@ -285,10 +248,10 @@ def _run_loop(node, prepared, args, env, record):
     k = attrs["n_carried"]
     carried, invariant = list(args[:k]), list(args[k:])
     names = attrs.get("carried_sizes") or ()
-    env.update(zip(names, (_resolve(e, env) for e in attrs.get("sizes_init") or ())))
+    env.update(zip(names, (eval_sizes(e, env) for e in attrs.get("sizes_init") or ())))
     if attrs.get("stop") is not None:
-        steps = range(_resolve(attrs["start"], env), _resolve(attrs["stop"], env),
-                      _resolve(attrs["step"], env))
+        steps = range(eval_sizes(attrs["start"], env), eval_sizes(attrs["stop"], env),
+                      eval_sizes(attrs["step"], env))
     else:
         steps = itertools.count()
     index = attrs.get("index")
@@ -322,15 +285,13 @@ def _run_size(node, prepared, args, env, record):
     from ..tensor.tensor import Tensor
 
     _, attrs = prepared
-    lhs = _resolve(attrs["lhs"], env)
+    lhs = eval_sizes(attrs["lhs"], env)
     value = lhs if attrs["op"] is None else _COMPARE[attrs["op"]](
-        lhs, _resolve(attrs["rhs"], env))
+        lhs, eval_sizes(attrs["rhs"], env))
     return (Tensor._make(np.array(value, dtype=node.outputs[0].dtype.np)),)
 
 
 def _run_raise(node, prepared, args, env, record):
-    from ..scripting.runtime import raise_at
-
     raise_at(node.attrs["exc"], node.source, node.attrs.get("function", "<script>"))
 
 
@@ -346,7 +307,7 @@ def _run_list_append(node, prepared, args, env, record):
 
 
 def _run_list_get(node, prepared, args, env, record):
-    item = args[0][_resolve(prepared[1]["index"], env)]
+    item = args[0][eval_sizes(prepared[1]["index"], env)]
     for d, sym in node.attrs.get("binds", ()):
         env[sym] = item._data.shape[d]
     return (item,)
@@ -391,8 +352,6 @@ def _segmentable(node) -> bool:
 
 
 def _size_symbols(node) -> set:
-    from ..ir.symbolic import symbols_in
-
     found: set = set()
     map_leaves((node.inputs, tuple(node.attrs.values()), [v.shape for v in node.outputs]),
                SymInt, lambda s: found.update(symbols_in(s.source())))
@@ -414,8 +373,6 @@ def _needed_symbols(node) -> set:
 
 
 def _plain_symbols(values) -> set:
-    from ..ir.symbolic import plain_symbol
-
     return {plain_symbol(d) for v in values for d in v.shape} - {None}
 
 
