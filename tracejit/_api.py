@@ -36,7 +36,7 @@ try:
     from . import linalg  # noqa: F401
     from .tensor import elementwise as _elementwise
     globals().update({_n: getattr(_elementwise, _n) for _n in _elementwise.NAMES})
-    from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+    from .core.modes import (enable_grad, inference_mode, is_grad_enabled,
                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
     from . import autograd, nn, optim  # noqa: E402
     from .nn import top_level as _top_level  # torch.conv2d, torch.layer_norm, ...

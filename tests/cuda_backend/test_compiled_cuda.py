@@ -6,7 +6,7 @@ import numpy as np
 
 import tracejit as tj
 from tracejit import nn
-from tracejit.cuda.eager import STATS
+from tracejit.tensor.device import STATS
 
 
 def _kernels() -> dict:

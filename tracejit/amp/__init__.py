@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 
 from .. import dtypes as dt
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 
 _DEVICE_TYPES = ("cpu", "cuda")
 _DEFAULT = {"cpu": "bfloat16", "cuda": "float16"}
@@ -75,42 +75,6 @@ def get_autocast_dtype(device_type: str = "cuda"):
     mode = STATE.autocast
     got = mode[_DEVICE_TYPES.index(device_type)] if mode is not None else None
     return got or dt.as_dtype(_DEFAULT[device_type])
-
-
-# ---- the casts (called by eager dispatch and composites while a region is active) ----------
-_Tensor = None  # tracejit.tensor.Tensor (bound by tracejit.tensor)
-_cast = None    # tracejit.tensor.functional.cast
-
-
-def cast_inputs(category: str, args):
-    """`args` with each floating tensor cast as `category` asks under the active region
-    (lists and tuples of tensors too); other values unchanged."""
-    return tuple(_cast_value(category, a) for a in args)
-
-
-def _cast_value(category, a):
-    if isinstance(a, _Tensor):
-        return _cast_tensor(category, a)
-    if isinstance(a, (list, tuple)) and a and isinstance(a[0], _Tensor):
-        return type(a)(_cast_value(category, x) for x in a)
-    return a
-
-
-def _cast_tensor(category, t):
-    d = t.dtype
-    if d.category != 2:
-        return t
-    cuda = type(t._data).__name__ != "ndarray"
-    target = STATE.autocast[1 if cuda else 0]
-    if target is None:
-        return t
-    if category == "low":
-        if d is target or d is dt.float64:
-            return t
-        return _cast(t, target)
-    if category == "fp32" or (category == "fp32 cuda" and cuda):
-        return _cast(t, dt.float32) if d in dt.LOW_PRECISION else t
-    return t
 
 
 from .grad_scaler import GradScaler  # noqa: E402

@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 
-from ..autograd.grad_mode import no_grad
+from ..backends.cuda.device import is_available
+from ..core.modes import no_grad
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
@@ -21,9 +22,7 @@ class GradScaler:
                  growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000, enabled: bool = True):
         if device == "cuda" and enabled:
-            from .. import cuda
-
-            if not cuda.is_available():
+            if not is_available():
                 warnings.warn("tj.amp.GradScaler is enabled, but CUDA is not available. "
                               "Disabling.", UserWarning, stacklevel=2)
                 enabled = False

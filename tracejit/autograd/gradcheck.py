@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tensor.engine import grad as autograd_grad
+from ..tensor.tensor import Tensor
+
 
 class GradcheckError(RuntimeError):
     pass
@@ -21,8 +24,6 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
     >>> tj.autograd.gradcheck(lambda x: (x * x).sum(), (x,))
     True
     """
-    from ..tensor.tensor import Tensor
-    from . import grad as autograd_grad
 
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]

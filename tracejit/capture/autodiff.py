@@ -17,8 +17,8 @@ import os
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
-from ..autograd.node import FREED_MESSAGE, Node
+from ..core.modes import STATE
+from ..tensor.node import FREED_MESSAGE, Node
 from ..backends import registry as backends
 from .interpreter import Interpreter
 from ..ir.graph import GUARD, Graph, Value
@@ -281,7 +281,7 @@ def _runner(graph: Graph, backend: str, bindings: list):
 
 def _trace_joint(forward: Graph, inputs: list):
     from ..autograd import grad as autograd_grad
-    from ..autograd.grad_mode import enable_grad
+    from ..core.modes import enable_grad
     from ..tensor.creation import ones
 
     rec = Recorder(forward.name + "_joint")

@@ -64,7 +64,7 @@ def _code_fingerprint() -> str:
 def key(forward, inputs: list, backend: str, known) -> str | None:
     """The entry's name for deriving `forward`'s backward for these inputs, or None when
     the derivation is not kept."""
-    from ..autograd.grad_mode import STATE
+    from ..core.modes import STATE
     from ..runtime.kernel_cache import cache_dir
     from .saving import SaveError, _Writer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..backends import registry as backends
 from ..backends.host import host_program, returns_views
 from ..core.log import log  # noqa: F401 (the capture modules log through here)
@@ -72,7 +72,7 @@ class CompiledGraph:
         any input under no_grad (an optimizer's step); the values are then written into
         the inputs as eager's in-place updates are (versions bumped). None where an
         update carries a gradient (eager autograd records it then)."""
-        from ..autograd.grad_mode import no_grad
+        from ..core.modes import no_grad
         from ..ops import OPS
         from ..tensor.dispatch import apply_inplace, counter
         from .autodiff import traced_call
@@ -160,7 +160,7 @@ class CompiledGraph:
         """Input gradients by replaying the forward through eager autograd (exact, and
         differentiable again under create_graph)."""
         from ..autograd import grad as autograd_grad
-        from ..autograd.grad_mode import enable_grad
+        from ..core.modes import enable_grad
 
         from ..ops import OPS
         from ..tensor.dispatch import apply

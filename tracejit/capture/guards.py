@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..core.symbolic import symbols_in
 from ..tensor.tensor import Tensor
 from .pyvalues import SCALARS, Contents, held_as_contents, same, same_scalar, scalar_check

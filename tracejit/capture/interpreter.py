@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..backends import registry
 from ..backends.guards import check_guard
 from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
@@ -19,6 +19,7 @@ from ..core.diagnostics import raise_at
 from ..core.symbolic import (SymInt, compile_sizes, eval_sizes, has_sym, map_leaves, plain_symbol,
                              symbols_in)
 from ..ops import OPS
+from ..tensor.device import STATS
 from ..tensor.dispatch import apply, apply_inplace
 
 
@@ -46,8 +47,6 @@ class _Region:
 
                 arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
                 if registry.get(self.backend).device == "cuda":
-                    from ..cuda.eager import STATS
-
                     STATS["kernels"][f"fused[{self.node.attrs['kind']}]"] += 1
                 return [Tensor._make(a) for a in self.kernel(arrays, env)]
         return self.interpreter.run(inputs, env, record)

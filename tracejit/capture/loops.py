@@ -21,8 +21,8 @@ import weakref
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
-from ..autograd.node import FREED_MESSAGE, Node
+from ..core.modes import STATE
+from ..tensor.node import FREED_MESSAGE, Node
 from ..core.float_errors import quiet, restore
 from ..ir.graph import Value
 from ..tensor.dispatch import _edge, counter
@@ -243,7 +243,7 @@ class ScriptLoopBackward(Node):
         """The input gradients by running the loop's forward again through eager autograd
         (each segment on the interpreter) and differentiating that, under create_graph."""
         from ..autograd import grad as autograd_grad
-        from ..autograd.grad_mode import enable_grad
+        from ..core.modes import enable_grad
         from .interpreter import Interpreter
         from ..ops import OPS
         from ..tensor.dispatch import apply

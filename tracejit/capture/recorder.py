@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..core.errors import ScriptError
 from ..ir.graph import BIND, GUARD, SIZE, Graph, Value
 from ..core.symbolic import SymInt, decide, has_sym, hint_of

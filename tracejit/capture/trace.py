@@ -14,7 +14,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..backends import registry as backends
 from ..backends.guards import GuardMiss
 from ..core.symbolic import SymInt, compile_sizes, eval_sizes, has_sym, hint_of, map_leaves
@@ -99,7 +99,6 @@ def unflatten(spec, tensors: list, others: list, inputs: list = ()):
 
 class Trace(CompiledGraph):
     """One captured path: graph, entry guards and the prepared backend."""
-
     def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
                  n_user_tensors: int, backend: str = "interpret", param_refs=(),
                  out_tensors=()):
@@ -552,7 +551,6 @@ def _arg_name(fn, k: int, spec) -> str:
 
 class TracedModule(TracedFunction):
     """A module with its trace tree; parameters and buffers are graph inputs."""
-
     def __init__(self, module, example_inputs, **kw):
         self.module = module
         super().__init__(module, example_inputs, name=type(module).__name__, **kw)

@@ -4,49 +4,11 @@ the eager CUDA path's counters. Numba's CUDA target comes from the `cuda` extra
 first imported) stands in, as the tests run it."""
 from __future__ import annotations
 
-import functools
-
 from . import amp  # noqa: F401  (tj.cuda.amp.autocast, GradScaler)
 from ..backends.cuda import memory as _memory
+from ..backends.cuda.device import current_device, device_count, is_available, synchronize
+from ..tensor.device import STATS
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
-
-
-@functools.lru_cache(maxsize=None)
-def is_available() -> bool:
-    """Whether CUDA tensors can be made (a GPU, or the simulator); decided once, as
-    finding the driver runs ldconfig."""
-    import ctypes.util
-    import os
-
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and ctypes.util.find_library("cuda") is None:
-        return False  # no driver: no need to import Numba's CUDA target to know
-    try:
-        from numba import cuda
-    except ImportError:
-        return False
-    try:
-        return bool(cuda.is_available())
-    except Exception:  # noqa: BLE001 — a driver that fails to initialise: not available
-        return False
-
-
-def device_count() -> int:
-    if not is_available():
-        return 0
-    from numba import cuda
-
-    return len(cuda.gpus)
-
-
-def current_device() -> int:
-    return 0
-
-
-def synchronize() -> None:
-    if is_available():
-        from numba import cuda
-
-        cuda.synchronize()
 
 
 def memory_allocated(device=None) -> int:
@@ -78,6 +40,4 @@ def empty_cache() -> None:
 def stats() -> dict:
     """What the eager CUDA path did: kernel launches by op, and the ops that copied
     through the host (no device kernel for them yet), by op."""
-    from .eager import STATS
-
     return {"kernels": dict(STATS["kernels"]), "host_round_trips": dict(STATS["host"])}

@@ -8,10 +8,10 @@ import contextlib
 import threading
 import time
 
+from ..backends.cuda.device import is_available
+
 
 def _cuda():
-    from . import is_available
-
     if not is_available():
         raise RuntimeError("CUDA streams and events need CUDA: a GPU with numba-cuda, or "
                            "the simulator (NUMBA_ENABLE_CUDASIM=1 before Numba is imported)")

@@ -5,8 +5,8 @@ import math
 import warnings
 
 from .. import dtypes as dt
-from ..autograd.composite import composite
-from ..autograd.grad_mode import is_grad_enabled
+from ..tensor.composite import composite
+from ..core.modes import is_grad_enabled
 from ..tensor import functional as F
 from ..tensor.functional import log_softmax, sigmoid, softmax, tanh
 

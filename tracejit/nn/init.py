@@ -10,7 +10,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..autograd.grad_mode import no_grad
+from ..core.modes import no_grad
 from ..ops.creation import GENERATOR
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",

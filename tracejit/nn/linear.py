@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..autograd.composite import composite
+from ..tensor.composite import composite
 from ..tensor import functional as F
 from ..tensor.creation import empty
 from . import init

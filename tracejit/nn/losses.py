@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..autograd.composite import composite
+from ..tensor.composite import composite
 from ..tensor import functional as F
 from .functional import _reduce, legacy_reduction
 from .module import Module

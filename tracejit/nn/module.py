@@ -220,7 +220,7 @@ class Module:
 
     def load_state_dict(self, state_dict, strict: bool = True):
         """Copy tensors into parameters and buffers; with strict, every key must match."""
-        from ..autograd.grad_mode import no_grad
+        from ..core.modes import no_grad
 
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd.composite import composite
+from ..tensor.composite import composite
 from ..tensor import functional as F
 from .functional import _mixed_params
 from .module import Module

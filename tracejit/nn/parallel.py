@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from .. import distributed as dist
-from ..autograd import engine
+from ..tensor import engine
 from .module import Module
 
 _UNUSED = ("Expected to have finished reduction in the prior iteration before starting a "

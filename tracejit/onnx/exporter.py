@@ -205,7 +205,7 @@ def export(model_or_fn, args, path=None, input_names=None, output_names=None,
     graph to `path` as an ONNX model (PyTorch's signature); returns the ModelProto."""
     import onnx
 
-    from ..autograd.grad_mode import no_grad
+    from ..core.modes import no_grad
     from ..capture.trace import TracedFunction, trace
 
     from ..scripting import ScriptFunction, ScriptModule

@@ -127,7 +127,7 @@ class LBFGS(Optimizer):
         return np.concatenate([p.detach().cpu().numpy().reshape(-1) for p in self._params])
 
     def _set(self, flat: np.ndarray, add: bool) -> None:
-        from ..autograd.grad_mode import no_grad
+        from ..core.modes import no_grad
         from ..tensor.creation import tensor
 
         offset = 0
@@ -143,7 +143,7 @@ class LBFGS(Optimizer):
                 offset += n
 
     def _loss(self, closure) -> tuple:
-        from ..autograd.grad_mode import enable_grad
+        from ..core.modes import enable_grad
 
         with enable_grad():
             loss = closure()

@@ -54,7 +54,7 @@ class Optimizer:
         of a dozen eager ops each, with the step's numbers (learning rate, bias
         corrections) passed as 0-dim tensors so that one trace serves every step. The
         kernels give the eager update's bits. `foreach=False` keeps the eager loop."""
-        from ..autograd.grad_mode import enable_grad, no_grad
+        from ..core.modes import enable_grad, no_grad
 
         loss = None
         if closure is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import typing
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..capture.trace import DEFAULT_BUDGET, LAZY, TracedFunction, TracedModule
 from ..core.symbolic import SymInt
 from ..tensor.tensor import Tensor

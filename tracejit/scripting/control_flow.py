@@ -15,7 +15,7 @@ import contextlib
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..capture.recorder import DryPathAbort
 from ..core.diagnostics import raise_from_line  # noqa: F401 (the scripting modules' import)
 from ..core.errors import ScriptError

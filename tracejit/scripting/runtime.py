@@ -12,7 +12,7 @@ import sys
 import warnings
 import weakref
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..core.diagnostics import raise_at
 from ..ir.graph import RAISE
 from ..core.symbolic import SymInt, hint_of, is_dynamic

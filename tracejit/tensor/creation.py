@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..backends.cuda.device import is_available
 from ..ops import OPS
 from ..ops.creation import GENERATOR
 from .dispatch import apply
@@ -24,9 +25,7 @@ def check_device(device) -> None:
     if name == "cpu":
         return
     if name == "cuda":
-        from .. import cuda
-
-        if not cuda.is_available():
+        if not is_available():
             raise RuntimeError("CUDA tensors are not available: Numba finds no CUDA device "
                                "(tj.cuda.is_available() is False; without a GPU, Numba's "
                                "simulator stands in with NUMBA_ENABLE_CUDASIM=1)")

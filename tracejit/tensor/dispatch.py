@@ -11,16 +11,17 @@ import weakref
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd.grad_mode import STATE
-from ..autograd.node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
+from ..core.modes import STATE
+from .node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
 from ..core.diagnostics import PACKAGE_DIR, user_frame, user_stacklevel  # noqa: F401
 from ..core.float_errors import quiet, restore
 from ..core.symbolic import SymInt
+from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, FLOAT, LOGICAL
 from ..ops.rules import aval_of
 from .tensor import Tensor, _make
+from . import device as _device  # the CUDA step (it imports this module)
 from ..backends.cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
-from .. import amp as _amp
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
 
@@ -112,16 +113,11 @@ def apply(op, *args, **attrs) -> Tensor:
     if STALE_VIEWS:  # a view used after a write into its base
         _fresh_args(args)
     if STATE.autocast is not None and op.autocast is not None:  # tracejit.amp
-        args = _amp.cast_inputs(op.autocast, args)
+        args = cast_inputs(op.autocast, args)
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
         return STATE.capture.apply(op, args, attrs)
-    on_device = None
-    if _DEVICES[0]:
-        from ..cuda import eager as on_device
-
-        if not on_device.on_device(args):
-            on_device = None
-    if on_device is not None:  # computed there; views are copies so far (cuda/eager.py)
+    on_device = _device if _DEVICES[0] and _device.on_device(args) else None
+    if on_device is not None:  # computed there; views are copies so far (device.py)
         try:
             out = on_device.compute(op, args, attrs)
         except (ValueError, TypeError, IndexError) as err:  # as clear as on the CPU
@@ -393,11 +389,8 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     if STATE.capture is not None:
         return STATE.capture.apply_inplace(op, target, others, attrs)
     args = (target,) + others
-    if _DEVICES[0]:
-        from ..cuda import eager as _cuda
-
-        if _cuda.on_device(args):
-            return _device_inplace(op, target, args, attrs, _cuda)
+    if _DEVICES[0] and _device.on_device(args):
+        return _device_inplace(op, target, args, attrs, _device)
     record = STATE.grad_enabled and op.vjp is not None and any(
         isinstance(a, Tensor) and a._rg for a in args)
     if record:
@@ -521,7 +514,7 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
         target.grad_fn, target._rg, target._output_nr = value.grad_fn, True, 0
         _refresh_views(target)
         return
-    from ..autograd.copy_slices import CopySlices
+    from .copy_slices import CopySlices
 
     node = CopySlices(base, target._view, (value.grad_fn, 0))
     base.grad_fn, base._rg, base._output_nr = node, True, 0
@@ -569,3 +562,34 @@ def _fresh_args(args) -> None:
         if type(a) is Tensor and id(a) in STALE_VIEWS:
             fresh_view(a)
 
+
+# ---- autocast: the casts an op's category asks for while a region is active (tracejit.amp) --
+def cast_inputs(category: str, args):
+    """`args` with each floating tensor cast as `category` asks under the active region
+    (lists and tuples of tensors too); other values unchanged."""
+    return tuple(_cast_value(category, a) for a in args)
+
+
+def _cast_value(category, a):
+    if isinstance(a, Tensor):
+        return _cast_tensor(category, a)
+    if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
+        return type(a)(_cast_value(category, x) for x in a)
+    return a
+
+
+def _cast_tensor(category, t):
+    d = t.dtype
+    if d.category != 2:
+        return t
+    cuda = type(t._data).__name__ != "ndarray"
+    target = STATE.autocast[1 if cuda else 0]
+    if target is None:
+        return t
+    if category == "low":
+        if d is target or d is dt.float64:
+            return t
+        return apply(OPS.cast, t, dtype=target)
+    if category == "fp32" or (category == "fp32 cuda" and cuda):
+        return apply(OPS.cast, t, dtype=dt.float32) if d in dt.LOW_PRECISION else t
+    return t

@@ -14,10 +14,9 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd import composite as _composite, node as _node
-from ..autograd.composite import composite
-from .. import amp as _amp
-from ..autograd.grad_mode import STATE
+from . import node as _node
+from .composite import composite
+from ..core.modes import STATE
 from ..ops import OPS, bind_frontend
 from ..ops.indexing import Slot
 from ..core.symbolic import SymInt
@@ -1034,7 +1033,7 @@ _TO_COPY: list = []
 def _to_copy():
     """The autograd Function of a move between devices (made once, on first use)."""
     if not _TO_COPY:
-        from ..autograd.function import Function
+        from .function import Function
         from ..backends.cuda import memory
 
         class ToCopy(Function):
@@ -1196,8 +1195,6 @@ _install_methods()
 TABLE_FUNCTIONS = _install_table_api()
 bind_frontend(sys.modules[__name__])
 _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTensor
-_composite._Tensor = Tensor
-_amp._Tensor, _amp._cast = Tensor, cast
 
 # sorting, scans, scatters and contractions are built on the functions above; the op table's
 # rules reach the scans and scatters through this module too

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd.composite import composite
+from .composite import composite
 from ..ops import OPS
 from ..ops.indexing import Slot
 from ..ops.rules import broadcast_shapes, normalize_dim

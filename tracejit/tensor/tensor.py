@@ -10,10 +10,10 @@ import weakref
 
 import numpy as np
 
-from .. import autograd as _autograd
 from .. import dtypes as dt
-from ..autograd.grad_mode import STATE
-from ..autograd.node import FRESH_VIEW, STALE_VIEWS
+from ..core.modes import STATE
+from . import engine as _engine
+from .node import FRESH_VIEW, STALE_VIEWS
 
 _from_np = dt._BY_NP
 
@@ -83,7 +83,7 @@ def _copy_memory(t: "Tensor", memo: dict):
     copied views alias as their originals do; any other array is copied alone."""
     a = t._data
     if not isinstance(a, np.ndarray):  # device memory
-        from ..autograd.grad_mode import no_grad
+        from ..core.modes import no_grad
 
         with no_grad():
             return t.detach().clone()._data
@@ -103,7 +103,6 @@ def _copy_memory(t: "Tensor", memo: dict):
 
 
 _new = object.__new__
-_autograd._bind(_make)
 
 
 class Tensor:
@@ -367,7 +366,7 @@ class Tensor:
         ref = getattr(self, "_accum", None)
         acc = ref() if type(ref) is weakref.ref else ref
         if acc is None:
-            from ..autograd.node import AccumulateGrad
+            from .node import AccumulateGrad
 
             acc = AccumulateGrad(self)
             self._accum = weakref.ref(acc)
@@ -434,10 +433,10 @@ class Tensor:
                 and isinstance(self._data, np.ndarray):
             # loss.backward(): the common case, without the general argument handling
             d = self._data
-            _autograd.run_backward([(fn, self._output_nr)], [_make(np.ones(d.shape, d.dtype))],
+            _engine.run_backward([(fn, self._output_nr)], [_make(np.ones(d.shape, d.dtype))],
                                    bool(retain_graph) or create_graph, create_graph)
             return
-        _autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        _engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ---- printing --------------------------------------------------------------------------
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.grad_mode import STATE
+from ..core.modes import STATE
 from ..tensor.tensor import Size, Tensor
 
 

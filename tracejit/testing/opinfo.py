@@ -861,7 +861,7 @@ def cuda_cell(entry: Entry, sample) -> str:
     `cuda` backend: fused CUDA kernels, the other ops as eager device kernels or through
     the host), against tracejit's eager output on the CPU. Runs where Numba's CUDA target
     (or its simulator) is: see CudaColumn."""
-    from tracejit.cuda.eager import STATS
+    from tracejit.tensor.device import STATS
 
     called = _eager_call(entry, sample)
     if isinstance(called, str):
@@ -1149,7 +1149,7 @@ def markdown(cov: dict, limit: int | None, backend: str = "interpret",
         "traced with the sample's tensors on the CUDA device (a factory's `device=` "
         "saying `cuda`), on the `cuda` backend: fused regions as CUDA kernels "
         "(`backends/cuda/kernels.py`), other ops as eager device kernels "
-        "(`tracejit/cuda/eager.py`) or, where they have none, through the host. It runs "
+        "(`tracejit/tensor/device.py`) or, where they have none, through the host. It runs "
         "on Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`, in a process of its own), "
         "not on GPU hardware: it checks that the kernels are generated, launched and "
         "compute the values, not their speed. `yes`: the outputs are on the device and "

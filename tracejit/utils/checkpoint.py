@@ -1,8 +1,8 @@
 """Activation checkpointing: keep only a segment's inputs, recompute it in backward."""
 from __future__ import annotations
 
-from ..autograd.function import Function
-from ..autograd.grad_mode import enable_grad
+from ..tensor.function import Function
+from ..core.modes import enable_grad
 from ..ops.creation import GENERATOR
 from ..tensor.tensor import Tensor
 
@@ -51,7 +51,7 @@ def _needs(ctx, i: int) -> bool:
 
 def _leaves_of(outputs, exclude) -> list:
     """Leaf tensors requiring grad that `outputs` depend on (module parameters)."""
-    from ..autograd.node import AccumulateGrad
+    from ..tensor.node import AccumulateGrad
 
     seen, leaves, stack = set(), [], [o.grad_fn for o in outputs if o.grad_fn is not None]
     skip = {id(x) for x in exclude}

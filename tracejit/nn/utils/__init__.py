@@ -7,7 +7,7 @@ from . import rnn
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
                     error_if_nonfinite: bool = False):
     """Scale gradients in place so their joint norm is at most max_norm; returns the norm."""
-    from ...autograd.grad_mode import no_grad
+    from ...core.modes import no_grad
     from ...tensor import functional as F
     from ...tensor.creation import tensor
 

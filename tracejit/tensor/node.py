@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..ops.registry import OpDef
 from ..ops.rules import Meta
-from .grad_mode import STATE
+from ..core.modes import STATE
 
 # views whose base was written since their history was made: id -> view (dropped when the
 # view dies). Each gets a history that reads the rewritten base when it is next used (as

@@ -1,4 +1,4 @@
-"""Eager ops on CUDA tensors.
+"""Eager ops on CUDA tensors: the device step of eager dispatch (dispatch.py).
 
 An elementwise op runs as a kernel: the one-op region of the op table's entry, planned
 and rendered for CUDA like a fused region; a 2-D float matmul runs the tiled kernel;
@@ -20,11 +20,16 @@ from collections import Counter
 
 import numpy as np
 
+from .. import dtypes
+from ..backends.cuda import memory
+from ..codegen.plan import Unsupported, one_op_region, plan_elementwise
 from ..core.float_errors import quiet, restore
 from ..ops import OPS
 from ..ops.registry import COMPARE, ELEMENTWISE, REDUCE
+from ..ops.rules import aval_of
 from ..ops.scalar import MAX, MEAN, MIN, SUM
-from ..backends.cuda import memory
+from . import dispatch as _dispatch  # (it imports this module: read at call time)
+from .tensor import Tensor, _make
 
 STATS = {"kernels": Counter(), "host": Counter()}
 _KERNELS: dict = {}
@@ -59,7 +64,6 @@ VIEWS = _Views()  # views of CUDA tensors are copies so far: see the module docs
 
 
 def _tensors(args):
-    from ..tensor.tensor import Tensor
 
     for a in args:
         if isinstance(a, Tensor):
@@ -82,7 +86,6 @@ def check_same_device(op, args) -> None:
 
 
 def _host(x):
-    from ..tensor.tensor import Tensor, _make
 
     if isinstance(x, Tensor):
         return _make(memory.to_host(x._data)) if memory.is_device_array(x._data) else x
@@ -95,7 +98,6 @@ def _kernel_operands(op, args, out_dtype):
     """The operands for a one-op kernel, or None when the op needs the host: mixed
     dtypes (numpy's promotion rounds where a kernel would not), or a Python number next
     to a tensor of another dtype than the result's."""
-    from ..tensor.tensor import Tensor
 
     values = args[1:] if op.dtype_rule == "where" else args  # where's condition: bool
     if op.dtype_rule == "where" and not (isinstance(args[0], Tensor) and
@@ -130,8 +132,6 @@ def _kernel_operands(op, args, out_dtype):
 def compute(op, args, attrs):
     """The device array of `op` on arguments some of which are CUDA tensors."""
     from ..backends.cuda import kernels as cuda_kernels
-    from ..codegen.plan import Unsupported, one_op_region
-    from ..tensor.tensor import Tensor
 
     check_same_device(op, args)
     if op.kind is ELEMENTWISE and op.expr is not None and (
@@ -197,7 +197,6 @@ _INDEX_OPS = {OPS.expand: "expand", OPS.gather: "gather", OPS.scatter_add: "scat
 
 def _device_view(op, args, attrs):
     """The op on the device array itself (no copy through the host), or None."""
-    from ..ops.rules import aval_of
 
     a = args[0]._data
     shape = tuple(op.infer(*[aval_of(x) for x in args], **attrs).shape)
@@ -219,8 +218,6 @@ def _device_reduce(op, x, attrs):
     """A sum, mean, max or min over the last dimension or over everything as a one-op
     row kernel (one block per row, a tree reduction), or None (other dims: the host)."""
     from ..backends.cuda import kernels as cuda_kernels
-    from ..codegen.plan import Unsupported, one_op_region
-    from ..ops.rules import aval_of
 
     a = x._data
     dims = attrs.get("dim")  # (keepdim only changes the shape, from the shape rule)
@@ -251,8 +248,6 @@ def _device_reduce(op, x, attrs):
 
 def _device_any_all(op, x, attrs):
     """any/all as kernels: x != 0 as float32, its max (any) or min (all), > 0.5."""
-    from .. import dtypes
-    from ..tensor.tensor import _make
 
     nonzero = compute(OPS.ne, (x, 0), {})
     as_float = compute(OPS.cast, (_make(nonzero),), {"dtype": dtypes.float32})
@@ -267,7 +262,6 @@ def _device_column_sum(op, x, attrs):
     """`sum_to` [..., N] -> [N] (a bias's gradient) as a row kernel's sum over rows, or
     None (other targets: the host)."""
     from ..backends.cuda import kernels as cuda_kernels
-    from ..codegen.plan import Unsupported, one_op_region
 
     a = x._data
     shape = tuple(a.shape)
@@ -288,7 +282,6 @@ def _device_column_sum(op, x, attrs):
 
 def _kernel(region):
     from ..backends.cuda import kernels as cuda_kernels
-    from ..codegen.plan import plan_elementwise
 
     key = cuda_kernels.render_elementwise(plan_elementwise(region))
     kernel = _KERNELS.get(key)
@@ -298,13 +291,12 @@ def _kernel(region):
 
 
 def _round_trip(op, args, attrs):
-    from ..tensor.dispatch import _arrays
 
     STATS["host"][op.name] += 1
     host = _host(list(args))
     token = quiet()  # inf and nan are results, as on the device (core/float_errors.py)
     try:
-        out = np.asarray(op.impl(*_arrays(op, host, attrs), **attrs))
+        out = np.asarray(op.impl(*_dispatch._arrays(op, host, attrs), **attrs))
     finally:
         restore(token)
     return memory.to_device(out)

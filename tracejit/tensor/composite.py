@@ -21,17 +21,17 @@ import inspect
 
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
-from .grad_mode import STATE
+from ..core.modes import STATE
+from .dispatch import cast_inputs
 from .node import Node
+from .tensor import Tensor
 
 _NO_EDGE = (None, 0)
-_Tensor = None   # tracejit.tensor.Tensor (bound by tracejit.tensor)
 _CLASSES: dict = {}
 
 
 class CompositeNode(Node):
     """Shows a composition as one node; the engine runs the primitives beneath it."""
-
     __slots__ = ("_shown",)
 
     def __init__(self, inner, shown):
@@ -48,15 +48,13 @@ class CompositeNode(Node):
 
 def _autocast(category, where, args, kwargs):
     """The call's `params` cast as autocast `category` asks (tracejit.amp)."""
-    from .. import amp
-
     args = list(args)
     for i, p, _default in where:
         if i < len(args):
-            args[i] = amp.cast_inputs(category, (args[i],))[0]
+            args[i] = cast_inputs(category, (args[i],))[0]
         elif p in kwargs:
             kwargs = dict(kwargs)
-            kwargs[p] = amp.cast_inputs(category, (kwargs[p],))[0]
+            kwargs[p] = cast_inputs(category, (kwargs[p],))[0]
     return tuple(args), kwargs
 
 
@@ -93,7 +91,7 @@ def composite(name: str | None, *params: str, autocast: str | None = None):
             if autocast is not None and STATE.autocast is not None:
                 args, kwargs = _autocast(autocast, where, args, kwargs)
             out = fn(*args, **kwargs)
-            if cls is None or STATE.capture is not None or not isinstance(out, _Tensor):
+            if cls is None or STATE.capture is not None or not isinstance(out, Tensor):
                 return out
             inner = out.grad_fn
             if inner is None:
@@ -104,7 +102,7 @@ def composite(name: str | None, *params: str, autocast: str | None = None):
                 for t in (v if isinstance(v, (list, tuple)) else (v,)):
                     if t is out:  # the composition passed an input through
                         return out
-                    if isinstance(t, _Tensor) and t._rg:
+                    if isinstance(t, Tensor) and t._rg:
                         f = t.grad_fn
                         shown.append((f, t._output_nr) if f is not None
                                      else (t._grad_accumulator(), 0))

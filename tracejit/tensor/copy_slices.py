@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import functional as F
+from .dispatch import _edge, apply
 from .node import Node
+from .tensor import _make
 
 
 def apply_view_chain(t, chain):
     """Re-apply the view ops recorded from a base to one of its views."""
-    from ..tensor.dispatch import apply
-
     for op, attrs in chain:
         t = apply(op, t, **attrs)
     return t
@@ -23,8 +24,6 @@ class CopySlices(Node):
     __slots__ = ("chain", "shape", "dtype")
 
     def __init__(self, base, chain, value_edge):
-        from ..tensor.dispatch import _edge
-
         old = _edge(base) if base._rg else (None, 0)
         Node.__init__(self, (old, value_edge))
         self.chain = chain
@@ -32,9 +31,6 @@ class CopySlices(Node):
         self.dtype = base._data.dtype
 
     def apply(self, grads):
-        from ..tensor import functional as F
-        from ..tensor.tensor import _make
-
         g = grads[0]
         mask = np.zeros(self.shape, np.bool_)
         apply_view_chain(_make(mask), self.chain)._data[...] = True

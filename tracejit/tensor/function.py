@@ -5,13 +5,15 @@
 """
 from __future__ import annotations
 
-from .grad_mode import STATE
+from ..core.modes import STATE
+from .creation import zeros
+from .dispatch import _edge, counter
 from .node import FREED_MESSAGE, Node
+from .tensor import Tensor, _make
 
 
 class FunctionCtx:
     """The `ctx` passed to forward and backward."""
-
     def __init__(self):
         self._saved = ()
         self._versions = ()
@@ -21,8 +23,6 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
-        from ..tensor.dispatch import counter
-
         self._saved = tensors
         self._versions = tuple((counter(t), counter(t)[0]) if t is not None else None
                                for t in tensors)
@@ -51,12 +51,9 @@ class FunctionCtx:
 
 class FunctionNode(Node):
     """Backward node of a custom Function; named `<Function>Backward`."""
-
     __slots__ = ("ctx", "fn", "num_outputs", "out_meta", "in_shapes")
 
     def apply(self, grads):
-        from ..tensor.creation import zeros
-
         ctx = self.ctx
         if ctx.materialize_grads:
             grads = [g if g is not None else zeros(*m[0], dtype=m[1])
@@ -105,9 +102,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        from ..tensor.dispatch import _edge
-        from ..tensor.tensor import Tensor, _make
-
         ctx = FunctionCtx()
         ctx._name = cls.__name__ + "Backward"
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
