@@ -4,7 +4,10 @@ The layering is in docs/architecture.md."""
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import tracejit
 
@@ -133,3 +136,15 @@ def test_the_ir_and_the_code_generators_never_import_the_eager_runtime():
     for unit in ("ir", "codegen", "backends"):
         assert not graph.get(unit, set()) & {"tensor", "autograd", "capture"}, (
             unit, sorted(graph[unit]))
+
+
+def test_importing_tracejit_imports_no_compiler_and_no_optional_dependency():
+    """Numba (0.35 s), its CUDA target, PyTorch and ONNX load when they are first used:
+    `import tracejit` stays quick, and a program that never compiles never pays for them."""
+    code = ("import sys, tracejit; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'numba', 'llvmlite', 'torch', 'onnx', 'onnxruntime', 'mpi4py'}))")
+    env = {k: v for k, v in os.environ.items()  # (TRACEJIT_MEMORY_STATS=1 opts into the
+           if not k.startswith("TRACEJIT_")}     # allocator, compiled with llvmlite)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env).stdout.strip()
+    assert out == "[]", out

@@ -4,6 +4,7 @@ none, and the queries say so rather than raise."""
 from __future__ import annotations
 
 from . import cuda as _cuda
+from .tensor import device
 
 
 def is_available() -> bool:
@@ -16,8 +17,6 @@ def current_accelerator(check_available: bool = False):
 
     >>> dev = tj.accelerator.current_accelerator() or tj.device("cpu")
     """
-    from .tensor import device
-
     if not is_available():
         return None
     return device("cuda")

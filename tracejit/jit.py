@@ -4,6 +4,8 @@ compiler's controls (`wait_for_kernels`, `background_compile`; backends/backgrou
 
 Script mode and saving are imported on first use (a process that only traces does not
 pay for their modules at start-up)."""
+import importlib
+
 from .backends import background as _background
 from .capture.trace import TracedFunction, TracedModule, trace
 
@@ -31,8 +33,6 @@ def __getattr__(name):
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'tracejit.jit' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"tracejit.{where}"), name)
     globals()[name] = value
     return value

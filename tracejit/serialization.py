@@ -12,6 +12,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .tensor.tensor import Tensor
+from .tensor.creation import from_numpy
 
 _META = "__tracejit_structure__"
 
@@ -40,8 +41,6 @@ def _encode(obj, arrays: dict):
 
 
 def _decode(node, arrays):
-    from .tensor.creation import from_numpy
-
     if "tensor" in node:
         t = from_numpy(np.array(arrays[node["tensor"]]))
         return t.requires_grad_() if node.get("requires_grad") else t

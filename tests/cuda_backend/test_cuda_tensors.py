@@ -172,7 +172,7 @@ def test_a_cpu_trace_called_with_cuda_tensors_traces_again_on_the_device():
 
 
 def test_moves_reuse_one_autograd_function():
-    from tracejit.autograd import function
+    from tracejit.tensor import function
 
     tj.randn(2, requires_grad=True).cuda()
     before = len(function._node_classes)

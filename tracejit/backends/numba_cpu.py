@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.diagnostics import user_stacklevel
 from ..ir.graph import Graph, Value
-from ..core.symbolic import SymInt, plain_symbol
+from ..core.symbolic import map_leaves, plain_symbol, SymInt
 from ..ir.passes.fuse import column_sum
 from ..core.log import enabled, log
 from ..ops import OPS
@@ -571,8 +571,6 @@ def evaluate_by_ops(region: Graph, arrays: list, zs, shapes: list = (),
     kernel's size parameters `zs`; size symbols in attributes come from `sizes` (symbol ->
     value, as a host program knows them), else are read off the inputs' shapes and
     `shapes` ((value, concrete shape), right-aligned)."""
-    from ..core.symbolic import map_leaves
-
     by_source = {src: z for (src, _), z in zip(size_params(region), zs)}
     env = dict(sizes or {})
     for v, shape in list(zip(region.inputs, (a.shape for a in arrays))) + list(shapes):

@@ -25,8 +25,10 @@ import ctypes
 import os
 import site
 import sys
+import time
 
 import numba
+import numpy as np
 
 # the cost of one parallel launch beyond the serial call, per layer, in ns: a traced
 # 1024-element kernel called in parallel against its serial twin took 14 against 9 us
@@ -80,10 +82,6 @@ def serial_below(layer: str = LAYER, threads: int = THREADS) -> int:
 
 def measure_launch(repeat: int = 2000) -> tuple[float, float]:
     """(parallel, serial) microseconds per call of a 64-element kernel: the launch cost."""
-    import time
-
-    import numpy as np
-
     @numba.njit(parallel=True)
     def parallel(a):
         for i in numba.prange(a.shape[0]):

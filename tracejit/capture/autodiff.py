@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from ..core.modes import STATE
+from ..core.modes import enable_grad, STATE
 from ..tensor.node import FREED_MESSAGE, Node
 from ..backends import registry as backends
 from .interpreter import Interpreter
@@ -28,11 +28,13 @@ from ..ir.verifier import verify as verify_graph
 from ..ir.passes.outputs import copy_aliased_outputs
 from ..ops import OPS
 from ..ops.registry import CREATION, ELEMENTWISE, RANDOM
-from ..tensor.creation import zeros
+from ..tensor.creation import ones, zeros
 from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import FreshTensor, Tensor, _make
 from .guards import EntryGuards
 from .recorder import Recorder
+from ..ops.creation import GENERATOR
+from ..autograd import grad as autograd_grad
 
 
 def _cheap(node) -> bool:
@@ -230,8 +232,6 @@ class BackwardTrace:
 
 def random_generators(graph: Graph) -> list:
     """The generators the random ops of `graph` draw from (none if it has no random op)."""
-    from ..ops.creation import GENERATOR
-
     found = []
     for node in graph.walk():
         if node.op in OPS and OPS[node.op].kind == RANDOM:
@@ -280,10 +280,6 @@ def _runner(graph: Graph, backend: str, bindings: list):
 
 
 def _trace_joint(forward: Graph, inputs: list):
-    from ..autograd import grad as autograd_grad
-    from ..core.modes import enable_grad
-    from ..tensor.creation import ones
-
     rec = Recorder(forward.name + "_joint")
     rec.allow_backward = True
     xs = [t.detach().requires_grad_(t.requires_grad) for t in inputs]

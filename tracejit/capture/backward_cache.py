@@ -25,6 +25,7 @@ SHA-256 digest of the rest: a damaged entry (a flipped bit that still decodes, a
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -35,6 +36,8 @@ import numpy as np
 
 from ..core.log import enabled
 from ..backends import registry as backends
+from ..core.modes import STATE
+from ..runtime.kernel_cache import atomic_write_bytes, cache_dir
 
 FORMAT = "tracejit.backward"
 VERSION = 2
@@ -64,8 +67,6 @@ def _code_fingerprint() -> str:
 def key(forward, inputs: list, backend: str, known) -> str | None:
     """The entry's name for deriving `forward`'s backward for these inputs, or None when
     the derivation is not kept."""
-    from ..core.modes import STATE
-    from ..runtime.kernel_cache import cache_dir
     from .saving import SaveError, _Writer
 
     if not backends.get(backend).backward_cache or enabled("passes"):
@@ -100,8 +101,6 @@ def key(forward, inputs: list, backend: str, known) -> str | None:
 def _arrays(arrays: dict) -> dict | None:
     """A graph's array constants as JSON (dtype, shape, base64 bytes), or None when they
     are too large to keep or of a dtype numpy cannot name by its string (bfloat16)."""
-    import base64
-
     if sum(a.nbytes for a in arrays.values()) > ARRAY_BYTES:
         return None
     out = {}
@@ -114,15 +113,11 @@ def _arrays(arrays: dict) -> dict | None:
 
 
 def _decode_arrays(arrays: dict) -> dict:
-    import base64
-
     return {k: np.frombuffer(base64.b64decode(v["data"]), dtype=np.dtype(v["dtype"]))
             .reshape(v["shape"]) for k, v in arrays.items()}
 
 
 def _path(name: str) -> Path | None:
-    from ..runtime.kernel_cache import cache_dir
-
     root = cache_dir()
     return None if root is None else root / f"bwd_{name}.json"
 
@@ -155,7 +150,6 @@ def load(name: str) -> dict | None:
 
 def store(name: str, entry: dict) -> bool:
     """Write an entry (graphs as Graph objects); False when it cannot be encoded."""
-    from ..runtime.kernel_cache import atomic_write_bytes
     from .saving import SaveError, _Writer
 
     path = _path(name)

@@ -10,7 +10,6 @@ import threading
 
 from ..core.modes import STATE
 from ..backends import registry as backends
-from ..backends.host import host_program, returns_views
 from ..core.log import log  # noqa: F401 (the capture modules log through here)
 from ..tensor.tensor import Tensor
 from .interpreter import Interpreter
@@ -19,6 +18,9 @@ BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only the
 
 
 def program_for(graph, backend: str, bindings: list, donate: dict | None = None):
+    # (host programs call Numba's kernels: imported when a trace first runs on them)
+    from ..backends.host import host_program, returns_views
+
     if not backends.get(backend).host_programs or returns_views(graph) or graph.is_script():
         return None
     return host_program(graph, Tensor._make, bindings, donate)

@@ -8,6 +8,8 @@ create_graph, double backward): so it lives with the capture, above the eager ru
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..core.modes import STATE
@@ -21,6 +23,8 @@ from ..core.symbolic import (SymInt, compile_sizes, eval_sizes, has_sym, map_lea
 from ..ops import OPS
 from ..tensor.device import STATS
 from ..tensor.dispatch import apply, apply_inplace
+from ..tensor.tensor import Tensor
+from ..tensor import functional as T
 
 
 class _Region:
@@ -241,8 +245,6 @@ def _run_if(node, prepared, args, env, record):
 
 
 def _run_loop(node, prepared, args, env, record):
-    import itertools
-
     regions, attrs = prepared
     k = attrs["n_carried"]
     carried, invariant = list(args[:k]), list(args[k:])
@@ -281,8 +283,6 @@ def _run_bind(node, prepared, args, env, record):
 
 
 def _run_size(node, prepared, args, env, record):
-    from ..tensor.tensor import Tensor
-
     _, attrs = prepared
     lhs = eval_sizes(attrs["lhs"], env)
     value = lhs if attrs["op"] is None else _COMPARE[attrs["op"]](
@@ -318,8 +318,6 @@ def _run_list_len(node, prepared, args, env, record):
 
 
 def _run_list_stack(node, prepared, args, env, record):
-    from ..tensor import functional as T
-
     how = T.stack if node.attrs["how"] == "stack" else T.cat
     out = how(args[0], node.attrs["dim"])
     env[node.attrs["symbol"]] = out._data.shape[node.attrs["dim"]]

@@ -10,11 +10,15 @@ unnoticed.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import types
 
 import numpy as np
+
+from ..nn.module import Module
+from ..tensor.tensor import Tensor
 
 SCALARS = (int, float, bool, str, type(None))
 CONTAINERS = (list, tuple, dict)
@@ -27,9 +31,6 @@ _LIBRARIES = frozenset({"tracejit", "numpy", "numba", "torch", "scipy"}) | froze
 
 
 def _objects():
-    from ..nn.module import Module
-    from ..tensor.tensor import Tensor
-
     return Tensor, Module
 
 
@@ -240,8 +241,6 @@ def value_reads(what: str, getter: tuple, value, names=(), depth: int = 3,
 
 
 def _callable_reads(value, what: str, depth: int, seen) -> list:
-    import functools
-
     from .trace import TracedFunction, TracedModule
 
     _, module = _objects()

@@ -19,6 +19,7 @@ from ..ops import OPS
 from ..ops.registry import AVal
 from ..tensor.dispatch import user_frame
 from ..tensor.tensor import Size, Tensor
+from ..ops.indexing import Slot
 
 DISPLAY_NAMES = ["B", "T", "N", "M", "K", "L", "P", "Q", "R", "U", "V", "W"]
 
@@ -586,8 +587,6 @@ class Recorder:
 
 def _is_plain_slice(chain) -> bool:
     """A single basic-indexing getitem (no tensor indices): writable as setitem."""
-    from ..ops.indexing import Slot
-
     if len(chain) != 1 or chain[0][0] is not OPS.getitem:
         return False
     return not any(isinstance(i, Slot) for i in chain[0][1]["index"])

@@ -26,6 +26,8 @@ import numpy as np
 from .. import dtypes as dt
 from ..ir.graph import Graph, ListType, Node, Value
 from ..core.symbolic import SymInt
+from .trace import TracedFunction
+from ..ir.verifier import VerificationError
 
 FORMAT = "tracejit.program"
 VERSION = 1
@@ -228,8 +230,6 @@ class _Reader:
 def save(obj, f) -> None:
     """Write a traced or scripted function or module (`tj.trace`, `tj.script`) to `f`:
     every trace of it, with its control flow."""
-    from .trace import TracedFunction
-
     if not isinstance(obj, TracedFunction):
         raise SaveError(f"tj.jit.save: expected a traced or scripted function or module "
                         f"(tj.trace, tj.script), got {type(obj).__name__}")
@@ -316,8 +316,6 @@ def _tensor_outputs(spec, n: int) -> bool:
 # ---- load ----------------------------------------------------------------------------
 def load(f) -> "LoadedFunction":
     """A program `tj.jit.save` wrote; refuses other files with a clear message."""
-    from ..ir.verifier import VerificationError
-
     try:
         with np.load(f, allow_pickle=False) as z:
             if _KEY not in z.files:

@@ -8,6 +8,7 @@ warning names the guard that kept failing.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 import warnings
 from collections import Counter
@@ -26,6 +27,8 @@ from .compiled import CompiledGraph, log, program_for as _program_for
 from .guards import EntryGuards, Guard
 from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
+from ..ir.graph import BIND, LOOP
+from ..nn.module import Module
 
 DEFAULT_BUDGET = 8
 _SCALAR_TYPES = frozenset({int, float, bool, str, type(None)})
@@ -164,8 +167,6 @@ def _guardable(value) -> bool:
     """Arguments a trace can check at every call: scalars, by value; dtypes, devices,
     functions, modules and other objects by identity. A numpy array's contents can
     change without its identity, so a call passing one runs eagerly."""
-    import numpy as np
-
     return not isinstance(value, np.ndarray)
 
 
@@ -521,8 +522,6 @@ def _sizes_in(value) -> list:
 def _data_sizes(graph) -> list[str]:
     """What binds each size symbol of a script graph: a tensor read, a loop's counter, a
     list's length."""
-    from ..ir.graph import BIND, LOOP
-
     names = {v: v.name for v in graph.inputs}
     out = []
     for n in graph.walk():
@@ -535,8 +534,6 @@ def _data_sizes(graph) -> list[str]:
 
 
 def _arg_name(fn, k: int, spec) -> str:
-    import inspect
-
     try:
         params = [p for p in inspect.signature(fn).parameters]
     except (TypeError, ValueError):
@@ -591,8 +588,6 @@ def trace(fn_or_module, example_inputs, *, backend: str = "auto",
     >>> f(tj.randn(16, 3))   # same trace: sizes are symbolic
     >>> print(f.graph); print(f.explain())
     """
-    from ..nn.module import Module
-
     if isinstance(fn_or_module, Module):
         return TracedModule(fn_or_module, example_inputs, backend=backend, budget=budget)
     if not callable(fn_or_module):

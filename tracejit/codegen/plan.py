@@ -20,7 +20,8 @@ from ..core.symbolic import SymInt, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE, AVal
 from ..ops.rules import compute_dtype
-from ..ops.scalar import IDENTITY, Const, Expr, Monoid, Ref, X, Y
+from ..ops.scalar import Call, Const, Expr, IDENTITY, Monoid, Ref, X, Y
+from .. import dtypes as dt
 
 
 class Unsupported(Exception):
@@ -102,8 +103,6 @@ def literal(x, names: dict) -> Expr:
 
 def _numbers_only(expr: Expr, names: dict) -> Expr:
     """An op's expression with its attributes' sizes as kernel parameters."""
-    from ..ops.scalar import Call
-
     if isinstance(expr, Const) and isinstance(expr.value, SymInt):
         return literal(expr.value, names)
     if isinstance(expr, Const) and not isinstance(expr.value, (bool, int, float)):
@@ -183,7 +182,6 @@ def one_op_region(op, inputs: list, attrs: dict | None = None) -> Graph:
     """The region of one elementwise op on concrete inputs (arrays with `.dtype`/`.shape`
     or Python scalars): how eager execution on a device runs an op as a kernel of the
     same description as a fused one."""
-    from .. import dtypes as dt
     from ..ops.registry import AVal
 
     attrs = attrs or {}

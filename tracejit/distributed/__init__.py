@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from ..backends.cuda import memory
+
 __all__ = ["init_process_group", "is_initialized", "is_available", "get_rank",
            "get_world_size", "barrier", "all_reduce", "broadcast", "all_gather",
            "reduce_scatter", "destroy_process_group", "ReduceOp", "Work"]
@@ -165,8 +167,6 @@ class Work:
 
 def _buffer(tensor):
     """(numpy buffer MPI reads and writes, how to put it back into the tensor)."""
-    from ..backends.cuda import memory
-
     data = tensor._data
     if memory.is_device_array(data):
         host = data.copy_to_host()

@@ -165,8 +165,6 @@ def _body_lines(graph: Graph, namer, syms: dict, sources: bool, indent: str, lin
 
 
 def _sym(name: str):
-    from ..core.symbolic import SymInt
-
     return SymInt(0, {(name,): 1}, None)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from .graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
                     LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
 from ..core.symbolic import SymInt
+from ..ops import OPS
+from ..ops.registry import AVal
 
 
 class VerificationError(RuntimeError):
@@ -18,8 +20,6 @@ def verify(graph: Graph) -> None:
     shape rule gives for the input types; outputs and mutations refer to
     defined values, mutations to graph inputs.
     """
-    from ..ops import OPS
-
     defined = set()
     for v in graph.inputs:
         if not isinstance(v, Value):
@@ -160,8 +160,6 @@ def _hint(d):
 
 
 def _check_types(op, node, where: str) -> None:
-    from ..ops.registry import AVal
-
     avals = [AVal(tuple(x.shape), x.dtype) if isinstance(x, Value) else x for x in node.inputs]
     try:
         expect = op.infer(*avals, **node.attrs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..ops import OPS
 from ..tensor import functional as F
 from ..tensor.dispatch import apply, apply_inplace
+from ..tensor.creation import rand
 
 __all__ = ["elu", "elu_", "selu", "selu_", "celu", "celu_", "hardtanh", "hardtanh_", "relu6",
            "hardswish", "hardsigmoid", "softplus", "softsign", "mish", "logsigmoid", "prelu",
@@ -190,8 +191,6 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     if not training:
         slope = (lower + upper) / 2
         return F.leaky_relu_(input, slope) if inplace else F.leaky_relu(input, slope)
-    from ..tensor.creation import rand
-
     slopes = rand(*input.shape, dtype=input.dtype, device=input.device.type) * (
         upper - lower) + lower
     out = F.where(input >= 0, input, input * slopes)

@@ -7,6 +7,7 @@ import warnings
 
 from ..tensor import functional as F
 from .module import Module
+from ..tensor.creation import rand
 
 __all__ = ["dropout1d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
 
@@ -20,8 +21,6 @@ def _check_p(p: float) -> None:
 
 def _keep(input, p: float, feature: bool):
     """A mask of kept elements (whole channels input[n, c] with `feature`), float."""
-    from ..tensor.creation import rand
-
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else \
         tuple(input.shape)
     return F.cast(rand(*shape, device=input.device) >= p, input.dtype)

@@ -4,10 +4,14 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..tensor.composite import composite
 from ..core.modes import is_grad_enabled
 from ..tensor import functional as F
+from ..ops.windows import out_sizes
+from ..tensor.creation import arange, full, full_like, rand, tensor
 from ..tensor.functional import log_softmax, sigmoid, softmax, tanh
 
 __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_relu", "silu",
@@ -255,8 +259,6 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
         return input
     if p == 1.0:
         return input * 0.0
-    from ..tensor.creation import rand
-
     keep = rand(*input.shape, dtype=input.dtype) >= p
     return input * keep * (1.0 / (1.0 - p))
 
@@ -416,8 +418,6 @@ def one_hot(tensor, num_classes: int = -1):
 
     >>> F.one_hot(tj.tensor([0, 2]), 3)   # tensor([[1, 0, 0], [0, 0, 1]])
     """
-    from ..tensor.creation import arange
-
     if tensor.dtype is not dt.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if tensor.numel() == 0:
@@ -470,8 +470,6 @@ def pad(input, pad, mode: str = "constant", value=None):
         raise RuntimeError(f"Padding length should be less than or equal to two times the "
                            f"input dimension but got padding length {len(pad)} and input of "
                            f"dimension {input.ndim}")
-    from ..tensor.creation import tensor
-
     if mode == "constant":
         return _pad_constant(input, pad, 0 if value is None else value)
     if value:
@@ -494,8 +492,6 @@ def pad(input, pad, mode: str = "constant", value=None):
 
 def _pad_index(mode: str, n: int, left: int, right: int, dim: int, shape):
     """Where each position of a dim padded by (left, right) reads the input (numpy)."""
-    import numpy as np
-
     if mode == "reflect" and (left >= n or right >= n):
         raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
                            f"input dimension, but got: padding ({left}, {right}) at dimension "
@@ -520,8 +516,6 @@ def _pad_index(mode: str, n: int, left: int, right: int, dim: int, shape):
 
 
 def _pad_constant(input, pad, value):
-    from ..tensor.creation import full
-
     out = input
     for k in range(len(pad) // 2):
         dim = input.ndim - 1 - k
@@ -785,8 +779,6 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
     shape = (n, og * groups) + tuple(
         (i - 1) * s - 2 * p + d * (k - 1) + op + 1
         for i, s, p, d, k, op in zip(size, stride, padding, dilation, kernel, output_padding))
-    from ..ops.windows import out_sizes
-
     windows = out_sizes(shape, kernel, stride, padding, dilation)
     if windows != size:  # output_padding >= stride: windows that read zeros only
         x = pad(x, tuple(v for w, i in zip(reversed(windows), reversed(size))
@@ -853,8 +845,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     size = _pair(output_size, "output_size")
     kernel, dilation = _pair(kernel_size, "kernel_size"), _pair(dilation, "dilation")
     padding, stride = _pair(padding, "padding"), _pair(stride, "stride")
-    from ..ops.windows import out_sizes
-
     n, ck, length = cols.shape
     blocks = out_sizes(size, kernel, stride, padding, dilation)
     k = kernel[0] * kernel[1]
@@ -892,8 +882,6 @@ def _pool_args(dims, kernel_size, stride, padding, dilation, name):
 def _window_positions(size, kernel, stride, padding, dilation, out):
     """For windows [*K, *O] over an input of spatial `size`: each window point's index in
     the flattened input, and whether it lies inside the input (not padding)."""
-    import numpy as np
-
     at = np.zeros(tuple(kernel) + tuple(out), np.int64)
     inside = np.ones(at.shape, bool)
     dims = len(kernel)
@@ -911,8 +899,6 @@ def _max_pool(input, dims, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices, name):
     """The maximum of each window, PyTorch's first maximum (a NaN counting as the
     maximum), and with return_indices its position in the flattened input plane."""
-    from ..tensor.creation import tensor
-
     kernel, stride, padding, dilation = _pool_args(dims, kernel_size, stride, padding,
                                                    dilation, name)
     x, unbatched = _batch(input, dims, name, nonempty=True)
@@ -1008,8 +994,6 @@ def _max_unpool(input, indices, dims, kernel_size, stride, padding, output_size,
                            f"[0, {plane}) for an output of size {list(size)}")
     values = F.reshape(x, (n, c, -1))
     out = F.scatter_add_raw(values, flat, 2, (n, c, plane))
-    from ..tensor.creation import full_like
-
     repeats = F.scatter_add_raw(full_like(F.detach(values), 1), flat, 2, (n, c, plane))
     if bool(F.any(repeats > 1)):  # overlapping windows name a maximum more than once: it
         # is put there once, its gradient read by each (the extra copies are constants)
@@ -1030,10 +1014,6 @@ def _avg_pool(input, dims, kernel_size, stride, padding, ceil_mode, count_includ
               divisor_override, name):
     """The mean of each window, its divisor as PyTorch's: the window's size clipped to
     the padded input (count_include_pad) or to the input, or divisor_override."""
-    import numpy as np
-
-    from ..tensor.creation import tensor
-
     kernel, stride, padding, _ = _pool_args(dims, kernel_size, stride, padding, 1, name)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError(f"{name}: divisor must be not zero")
@@ -1440,10 +1420,6 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     """The maximum of [N, C, H, W] (or [C, H, W]) over PyTorch's adaptive bins (see
     adaptive_avg_pool2d), the first maximum as max_pool2d's; return_indices=True also
     gives its index in the flattened H * W plane."""
-    import numpy as np
-
-    from ..tensor.creation import tensor
-
     x, unbatched = _adaptive_batch(input, 2, "adaptive_max_pool2d")
     size = tuple(int(s) for s in x.shape[2:])
     if 0 in size:
@@ -1481,8 +1457,6 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 def _resample(x, dim: int, picks, weights=None):
     """x resampled along `dim`: out[o] = sum_t x[picks[o, t]] * weights[o, t] (picks and
     weights numpy [O, T]; without weights, T is 1 and the point is copied)."""
-    from ..tensor.creation import tensor
-
     o, taps = picks.shape
     v = F.index_select(x, dim, tensor(picks.reshape(-1), device=x.device))
     if weights is None:
@@ -1502,8 +1476,6 @@ def _source_scale(n: int, out: int, align_corners: bool, scale, real):
 
 
 def _nearest_taps(n: int, out: int, scale, exact: bool):
-    import numpy as np
-
     if not exact and out == n:
         return np.arange(out)[:, None]
     if not exact and out == 2 * n:
@@ -1517,8 +1489,6 @@ def _nearest_taps(n: int, out: int, scale, exact: bool):
 
 
 def _linear_taps(n: int, out: int, align_corners: bool, scale, real):
-    import numpy as np
-
     step = _source_scale(n, out, align_corners, scale, real)
     dst = np.arange(out).astype(real)
     src = step * dst if align_corners else np.maximum(step * (dst + real(0.5)) - real(0.5), 0)
@@ -1529,8 +1499,6 @@ def _linear_taps(n: int, out: int, align_corners: bool, scale, real):
 
 
 def _cubic_taps(n: int, out: int, align_corners: bool, scale, real):
-    import numpy as np
-
     a = real(-0.75)  # PyTorch's (Keys') cubic convolution constant
     step = _source_scale(n, out, align_corners, scale, real)
     dst = np.arange(out).astype(real)
@@ -1551,8 +1519,6 @@ def _cubic_taps(n: int, out: int, align_corners: bool, scale, real):
 def _area_taps(n: int, out: int, real):
     """adaptive average pooling's bins as taps of the longest bin's length (shorter bins
     weigh their extra taps 0)."""
-    import numpy as np
-
     bins = _bins(n, out)
     width = max(b - a for a, b in bins)
     picks = np.array([[min(a + k, b - 1) for k in range(width)] for a, b in bins], np.int64)
@@ -1599,8 +1565,6 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
 
     >>> F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
     """
-    import numpy as np
-
     modes = ("nearest", "nearest-exact", "area") + tuple(_INTERPOLATE_DIMS)
     if mode not in modes:
         raise NotImplementedError(f"Input Error: interpolate got mode {mode!r}; it supports "
@@ -1642,8 +1606,6 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
 
 def _adaptive_avg(input, output_size):
     """Average of [N, C, *S] over PyTorch's adaptive bins, one spatial dim at a time."""
-    import numpy as np
-
     real = np.float32 if input.dtype.itemsize <= 4 else np.float64
     y = input
     for i, (n, o) in enumerate(zip(input.shape[2:], output_size)):

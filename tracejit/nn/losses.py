@@ -10,6 +10,8 @@ from ..tensor.composite import composite
 from ..tensor import functional as F
 from .functional import _reduce, legacy_reduction
 from .module import Module
+from ..ops.rules import broadcast_shapes
+from ..tensor.creation import arange, ones_like
 
 __all__ = ["l1_loss", "huber_loss", "kl_div", "margin_ranking_loss", "hinge_embedding_loss",
            "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
@@ -30,8 +32,6 @@ def _same_shape(name: str, input, target) -> None:
 
 def _broadcast(name: str, *tensors) -> None:
     """Raise RuntimeError, as PyTorch's losses do, when the shapes do not broadcast."""
-    from ..ops.rules import broadcast_shapes
-
     try:
         broadcast_shapes(name, *(tuple(t.shape) for t in tensors if hasattr(t, "shape")))
     except ValueError as err:
@@ -235,8 +235,6 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
 
     >>> F.gaussian_nll_loss(mean, y, var)
     """
-    from ..tensor.creation import ones_like
-
     if not hasattr(var, "shape"):  # one variance for every element
         if var < 0:
             raise ValueError("var has negative entry/entries")
@@ -265,8 +263,6 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
                       size_average=None, reduce=None, reduction: str = "mean"):
     """The multi-class hinge loss: for each sample, the sum over the classes i other than
     its target y of max(0, margin - input[y] + input[i])^p (times weight[y]), over C."""
-    from ..tensor.creation import arange
-
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if p not in (1, 2):
@@ -299,8 +295,6 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
 
     >>> F.cosine_similarity(a, b, dim=-1)
     """
-    from ..ops.rules import broadcast_shapes
-
     shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))
     x1, x2 = F.broadcast_to(x1, shape), F.broadcast_to(x2, shape)
     n1 = F.norm(x1, 2, dim, keepdim=True)

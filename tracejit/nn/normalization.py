@@ -13,6 +13,7 @@ from ..tensor import functional as F
 from .functional import _mixed_params
 from .module import Module
 from .parameter import Parameter
+from ..tensor.creation import zeros
 
 __all__ = ["group_norm", "instance_norm", "rms_norm", "local_response_norm"]
 
@@ -132,8 +133,6 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
 
     >>> F.local_response_norm(x, 5)   # x: [N, C, *]
     """
-    from ..tensor.creation import zeros
-
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} "
                          f"dimensions)")

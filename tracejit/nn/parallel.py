@@ -22,6 +22,7 @@ import numpy as np
 from .. import distributed as dist
 from ..tensor import engine
 from .module import Module
+from ..tensor.tensor import _make
 
 _UNUSED = ("Expected to have finished reduction in the prior iteration before starting a "
            "new one. This error indicates that your module has parameters that were not "
@@ -189,14 +190,10 @@ class DistributedDataParallel(Module):
 
 
 def _grad_view(bucket: _Bucket, k: int):
-    from ..tensor.tensor import _make
-
     return _make(bucket.view(k))
 
 
 def _Tensor(array: np.ndarray):
-    from ..tensor.tensor import _make
-
     return _make(array)
 
 

@@ -15,6 +15,10 @@ from ..ir.graph import Value
 from ..core.symbolic import SymInt
 from ..ops import OPS
 from ..ops.windows import _fill
+from .. import dtypes as dt
+from ..ops.indexing import Slot
+from ..ops.recurrent import state_width
+from ..ops.scalar import Arg, Call, Const
 
 ONNX_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
               "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64,
@@ -43,8 +47,6 @@ def _operands(ctx, node, ins, dtype=None) -> list:
 
 def _compute_dtype(node) -> str:
     """The dtype a comparison compares in (its operands' promotion, as eager's)."""
-    from .. import dtypes as dt
-
     return dt.result_type(*node.inputs).name
 
 
@@ -155,8 +157,6 @@ def _getitem(ctx, node, ins):
     one integer tensor picking along one dimension, every other taken whole
     (`weight[ids]`, an embedding's lookup) is a Gather. Other indexing by tensors is
     refused."""
-    from ..ops.indexing import Slot
-
     index = node.attrs["index"]
     index = index if isinstance(index, tuple) else (index,)
     rank = len(node.inputs[0].shape)
@@ -322,8 +322,6 @@ def _rnn_scan(ctx, node, ins):
     own operators, carries h (and c) and emits the step's row of the history; row 0, the
     initial state, is put in front of the rows."""
     from onnx import TensorProto, helper
-
-    from ..ops.recurrent import state_width
 
     mode = node.attrs["mode"]
     H = node.inputs[1].shape[-1]
@@ -565,8 +563,6 @@ def expressible(op) -> bool:
 def lower_expression(ctx, node, ins):
     """The ONNX nodes of an elementwise node's element expression: arithmetic in the
     output's dtype (a comparison's in its operands' promotion), logic in bool."""
-    from ..ops.scalar import Arg, Call, Const
-
     op = OPS[node.op]
     out_dtype = node.outputs[0].dtype.name
     value_dtype = _compute_dtype(node) if out_dtype == "bool" else out_dtype

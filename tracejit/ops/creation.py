@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .registry import AVal, CREATION, RANDOM, register
+from ..dtypes import from_numpy_dtype
 
 
 class _Generator:
@@ -31,8 +32,6 @@ GENERATOR = _Generator()
 
 
 def _dtype_of(array):
-    from ..dtypes import from_numpy_dtype
-
     return from_numpy_dtype(array.dtype)
 
 

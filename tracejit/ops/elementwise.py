@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
-from .rules import aval_of, infer_elementwise
+from .rules import aval_of, broadcast_shapes, elementwise_dtypes, infer_elementwise
 from .scalar import IDENTITY, X, Y, Z, call, eq, ne, select
 from .special import ufunc
 
@@ -134,8 +134,6 @@ def _where(cond, a, b, out=None):
 
 
 def _infer_where(cond, a, b):
-    from .rules import broadcast_shapes, elementwise_dtypes
-
     shape = broadcast_shapes("where", aval_of(cond).shape, aval_of(a).shape, aval_of(b).shape)
     return AVal(shape, elementwise_dtypes(PROMOTE, (a, b))[1])
 

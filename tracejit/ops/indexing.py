@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from .registry import AVal, INDEX, Loops, register
-from .rules import aval_of
+from .rules import aval_of, broadcast_shapes
+from ..core.symbolic import SymInt
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
 prange = range  # numba.prange where the loop bodies below are compiled
@@ -41,8 +42,6 @@ def build_index(index: tuple, arrays) -> tuple:
 
 
 def _is_int(i) -> bool:
-    from ..core.symbolic import SymInt
-
     return type(i) is int or isinstance(i, SymInt)
 
 
@@ -91,8 +90,6 @@ def _slice_length(d, sl: slice):
 
 def _infer_getitem(x, *idx, index):
     """Basic indexing symbolically; advanced (tensor) indices by numpy's placement rule."""
-    from .rules import broadcast_shapes
-
     a = aval_of(x)
     split = ints_first(index, a.ndim)
     if split is not None:

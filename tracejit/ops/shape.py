@@ -9,7 +9,7 @@ import numpy as np
 
 from .registry import AVal, ELEMENTWISE, REDUCE, SHAPE, register
 from .scalar import IDENTITY, SUM
-from .rules import aval_of, broadcast_shapes
+from .rules import aval_of, broadcast_shapes, elementwise_dtypes
 
 F = None  # tracejit.tensor.functional, bound by tracejit.ops
 
@@ -104,8 +104,6 @@ def _infer_cat(*xs, dim):
         total += a.shape[dim]
     s = list(first.shape)
     s[dim] = total
-    from .rules import elementwise_dtypes
-
     return AVal(tuple(s), elementwise_dtypes("promote", avals)[1])
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import threading
 import time
 
+from .memory import allocated
+
 ACTIVE = [False]      # is anyone subscribed?
 WANT = {"shapes": False, "memory": False, "stack": False}
 _SINKS: list = []
@@ -75,8 +77,6 @@ def emit(event: Event) -> None:
 
 
 def _memory() -> int:
-    from .memory import allocated
-
     return allocated()
 
 

@@ -22,6 +22,7 @@ import shutil
 import stat
 import sys
 import threading
+import types
 import warnings
 from pathlib import Path
 
@@ -278,8 +279,6 @@ def _write_bytecode(path: Path) -> bool:
 
 
 def _exec_module(source: str, module_name: str):
-    import types
-
     module = types.ModuleType(module_name)
     exec(compile(source, f"<{module_name}>", "exec"), module.__dict__)  # noqa: S102
     return module

@@ -32,6 +32,8 @@ import threading
 
 import numpy as np
 
+from .kernel_cache import cache_dir
+
 _HEADER = 16  # bytes before each block: its size and its pool capacity (0: not pooled;
               # 16 bytes keep numpy's alignment)
 
@@ -558,8 +560,6 @@ def _object_path(llvm, target):
     """Where the object code is cached: keyed by the IR, llvmlite's version and the target
     (None when the kernel cache is off or unsafe)."""
     import llvmlite
-
-    from .kernel_cache import cache_dir
 
     root = cache_dir()
     if root is None:

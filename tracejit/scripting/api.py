@@ -16,6 +16,7 @@ from ..capture.trace import DEFAULT_BUDGET, LAZY, TracedFunction, TracedModule
 from ..core.symbolic import SymInt
 from ..tensor.tensor import Tensor
 from .frontend import convert
+from ..nn.module import Module
 
 
 class _Scripted:
@@ -180,8 +181,6 @@ def script(fn_or_module, *, backend: str = "auto", budget: int = DEFAULT_BUDGET)
     ...     return x
     >>> f(tj.randn(4), 3); print(f.graph)
     """
-    from ..nn.module import Module
-
     if isinstance(fn_or_module, (ScriptFunction, ScriptModule)):
         return fn_or_module
     if isinstance(fn_or_module, Module):

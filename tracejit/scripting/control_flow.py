@@ -21,7 +21,7 @@ from ..core.diagnostics import raise_from_line  # noqa: F401 (the scripting modu
 from ..core.errors import ScriptError
 from ..ir.graph import IF, LOOP, ListType, Value
 from ..ir.passes.rewrite import same_type
-from ..core.symbolic import SymInt, decide, hint_of, same_dim
+from ..core.symbolic import decide, hint_of, is_dynamic, same_dim, SymInt
 from ..ops import OPS
 from ..tensor.dispatch import apply, user_frame
 from ..tensor.tensor import Tensor
@@ -481,8 +481,6 @@ def _widen(rec, a: Value, b: Value, taken: Value):
     """(shape, [(dim, symbol)]) for a value whose size from data differs between the two
     paths (two stacks of one list): the branch's result gets a fresh size, bound from
     the value the path gives; None when the types differ otherwise."""
-    from ..core.symbolic import is_dynamic
-
     if a.dtype is not b.dtype or len(a.shape) != len(b.shape) or isinstance(
             a.dtype, lists.ListType):
         return None

@@ -14,6 +14,7 @@ from ..core.symbolic import SymInt, hint_of, is_dynamic, same_dim
 from ..core.diagnostics import user_frame
 from ..tensor.tensor import Tensor
 from . import control_flow as cf
+from ..tensor import functional as T
 
 
 def is_tracked(rec, obj) -> bool:
@@ -143,8 +144,6 @@ def get(rec, xs: list, index):
 def combine(rec, how: str, xs: list, dim: int):
     """`tj.stack(xs, dim)` / `tj.cat(xs, dim)` of a list value: its length is a size the
     program binds when it runs."""
-    from ..tensor import functional as T
-
     v = value_of(rec, xs)
     if v.dtype.elem is None:
         raise cf.ScriptError(f"{user_frame()}: tj.{how} of a list that has no element when "

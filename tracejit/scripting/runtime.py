@@ -9,6 +9,7 @@ import io
 import logging
 import os
 import sys
+import types
 import warnings
 import weakref
 
@@ -20,6 +21,9 @@ from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
 from .control_flow import ScriptError, Undefined, _predicate, for_each, for_range, if_, while_
+from ..tensor.functional import logical_and, logical_or
+from ..tensor import functional as T
+from ..nn.module import Module
 
 __all__ = ["if_", "while_", "for_each", "range_", "ld", "not_", "and_", "or_", "ifexp",
            "assert_", "raise_", "call", "call_outer", "sub", "store", "store_outer", "slice_",
@@ -93,8 +97,6 @@ def or_(*thunks):
 def _bool_op(thunks, stop_when: bool):
     """`a and b` (stop_when False) / `a or b` (True) in a condition: Python's meaning on
     Python values (short-circuit included); on a tensor being recorded, a bool tensor."""
-    from ..tensor.functional import logical_and, logical_or
-
     combine = logical_or if stop_when else logical_and
     value = thunks[0]()
     for th in thunks[1:]:
@@ -166,8 +168,6 @@ _LIBRARY_CONVERTED = ("tracejit.nn",)  # library code kept in the subset (layers
 def converted(fn):
     """The converted twin of a Python function, or None to call it as it is (builtins,
     tracejit's own runtime, functions without source)."""
-    import types
-
     if not isinstance(fn, types.FunctionType):
         return None
     # a composite's wrapper (autograd/composite.py) runs its composition while capturing,
@@ -303,8 +303,6 @@ def _extremum(rec, name: str, args) -> SymInt:
 
 
 def _list_call(rec, f, args, kwargs):
-    from ..tensor import functional as T
-
     owner = getattr(f, "__self__", None)
     if type(owner) is list and lists.is_tracked(rec, owner):
         if f.__name__ == "append" and len(args) == 1:
@@ -323,10 +321,6 @@ def _list_call(rec, f, args, kwargs):
 
 
 def _target(f):
-    import types
-
-    from ..nn.module import Module
-
     if isinstance(f, types.FunctionType):
         return converted(f)
     if isinstance(f, types.MethodType):

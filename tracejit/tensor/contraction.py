@@ -15,6 +15,7 @@ from .. import dtypes as dt
 from ..ops.rules import broadcast_shapes, normalize_dim
 from . import functional as F
 from .tensor import Tensor
+from .creation import arange, tensor, zeros
 
 
 def _prod(sizes) -> int:
@@ -50,8 +51,6 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     """Tensors whose (dim1, dim2) planes have input's last dimension on their `offset`-th
     diagonal and zeros elsewhere."""
-    from .creation import arange, zeros
-
     nd = input.ndim + 1
     d1, d2 = normalize_dim(dim1, nd, "diag_embed"), normalize_dim(dim2, nd, "diag_embed")
     if d1 == d2:
@@ -88,8 +87,6 @@ def diagflat(input, offset=0):
 
 
 def _indices(name, row, col, offset, dtype, lower):
-    from .creation import tensor
-
     if row < 0 or col < 0:
         raise RuntimeError(f"{name}: row and col must be non-negative, got {row} and {col}")
     fn = np.tril_indices if lower else np.triu_indices

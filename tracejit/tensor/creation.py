@@ -15,6 +15,7 @@ from .dispatch import apply
 from ..core.symbolic import SymInt
 from .functional import _shape_arg
 from .tensor import Tensor, _make
+from ..backends.cuda import memory
 
 
 def check_device(device) -> None:
@@ -38,8 +39,6 @@ def _place(t: Tensor, device) -> Tensor:
     """`t` (made on the host) on `device`."""
     if device is None or str(device).split(":")[0] == "cpu":
         return t
-    from ..backends.cuda import memory
-
     return _make(memory.to_device(t._data))
 
 

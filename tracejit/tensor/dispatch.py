@@ -24,6 +24,7 @@ from . import device as _device  # the CUDA step (it imports this module)
 from ..backends.cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
 from ..runtime import events
 from ..runtime.events import ACTIVE as _EVENTS
+from ..backends.cuda import memory
 
 _SKIP = [False]  # the next apply is the one `_profiled` is timing
 
@@ -427,8 +428,6 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
 def _device_inplace(op, target: Tensor, args, attrs, cuda_eager) -> Tensor:
     """An in-place op on a CUDA tensor: computed on the device, written into the
     target's array (without autograd history yet)."""
-    from ..backends.cuda import memory
-
     cuda_eager.inplace_check(target)
     if STATE.grad_enabled and op.vjp is not None and any(
             isinstance(a, Tensor) and a._rg for a in args):

@@ -83,8 +83,6 @@ def _discover(roots, targets):
 
 
 def _anomaly_check(node, grads):
-    import numpy as np
-
     for i, g in enumerate(grads):
         if g is not None and g.dtype.is_floating_point and np.isnan(g._data).any():
             where = node._extras.where if node._extras is not None else None

@@ -697,8 +697,6 @@ def flip(input, dims):
 def _triangle(name: str, input, diagonal: int, lower: bool):
     """input with the elements above (lower) or below (upper) the `diagonal`-th diagonal of
     its last two dimensions set to zero."""
-    from .creation import arange
-
     if input.ndim < 2:
         raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
     rows, cols = (arange(n, device=input.device) for n in input.shape[-2:])
@@ -1199,6 +1197,7 @@ _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTe
 # sorting, scans, scatters and contractions are built on the functions above; the op table's
 # rules reach the scans and scatters through this module too
 from . import contraction as _contraction, ordering as _ordering  # noqa: E402
+from .creation import arange  # noqa: E402 (creation imports this module)
 
 globals().update({n: getattr(_ordering, n) for n in _ordering.__all__ + _ordering.RULES})
 globals().update({n: getattr(_contraction, n) for n in _contraction.__all__})

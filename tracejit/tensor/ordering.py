@@ -20,7 +20,7 @@ from ..ops import OPS
 from ..ops.indexing import Slot
 from ..ops.rules import broadcast_shapes, normalize_dim
 from . import functional as F
-from .creation import full, ones
+from .creation import full, ones, rand, randn
 from .dispatch import apply
 from .tensor import Tensor, _make
 
@@ -749,8 +749,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
     >>> tj.multinomial(tj.softmax(logits, -1), 1)    # the next token of each row
     """
-    from .creation import rand
-
     if input.ndim not in (1, 2):
         raise RuntimeError(f"prob_dist must be 1 or 2 dim, got {input.ndim}")
     if not input.is_floating_point():
@@ -782,8 +780,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False):
     """Samples of N(mean, std^2): mean and std tensors (broadcast) or numbers with `size`."""
-    from .creation import randn
-
     if size is not None:
         if isinstance(mean, Tensor) or isinstance(std, Tensor):
             raise RuntimeError("normal(): size is only accepted with a number mean and std")
@@ -803,8 +799,6 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fill self, in place, with samples of N(mean, std^2)."""
-    from .creation import randn
-
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     return F.copy_(self, randn(*self.shape, dtype=self.dtype) * std + mean)
@@ -812,8 +806,6 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
 
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (or p), else 0, in input's dtype."""
-    from .creation import rand
-
     prob = input if p is None else p
     u = rand(*input.shape, dtype=input.dtype if input.is_floating_point() else dt.float32,
              device=input.device.type)

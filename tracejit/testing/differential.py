@@ -12,6 +12,8 @@ import numpy as np
 
 from ..core.modes import STATE
 from ..tensor.tensor import Size, Tensor
+from .. import autograd
+from ..tensor.creation import from_numpy
 
 
 def _leaves(obj, out: list) -> list:
@@ -94,8 +96,6 @@ def outcome(fn, args: tuple, kwargs: dict | None = None, *, backward: bool = Tru
             terms.append((leaf * Tensor._make(w)).sum())
     if not terms or not diff:
         return res
-    from .. import autograd
-
     try:
         loss = terms[0]
         for t in terms[1:]:
@@ -202,8 +202,6 @@ def rounding_explains(expected: Outcome, got: Outcome, reference: Outcome) -> bo
 
 def clone(obj, memo=None):
     """Fresh tensors with the same values, layout, requires_grad and sharing structure."""
-    from ..tensor.creation import from_numpy
-
     memo = {} if memo is None else memo
     if isinstance(obj, Tensor):
         if id(obj) not in memo:

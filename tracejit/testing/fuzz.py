@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .differential import compare, outcome, rounding_explains
+import tracejit as tj
+from tracejit import nn
+from tracejit.nn import functional as F
 
 FEATURES = 3  # the last dimension of every program input
 
@@ -190,10 +193,6 @@ def generate(seed: int) -> Program:
 
 
 def _namespace(prog: Program, backend: str):
-    import tracejit as tj
-    from tracejit import nn
-    from tracejit.nn import functional as F
-
     ns = {"tj": tj, "nn": nn, "F": F, "G": 2.0, "SCALE": 0.5,
           "GT": tj.randn(FEATURES, dtype=tj.dtype_from_name(prog.dtype)),
           "W": (tj.randn(FEATURES, FEATURES) * 0.5).to(tj.dtype_from_name(
@@ -226,8 +225,6 @@ class Report:
 
 def _inputs(rng: np.random.Generator, batch: int, dtype: str, requires_grad: bool,
             contiguous: bool = True):
-    import tracejit as tj
-
     def make(shape):
         a = (rng.standard_normal(shape) * 1.5).astype(dtype)
         if not contiguous and len(shape) == 2:
@@ -241,8 +238,6 @@ def _inputs(rng: np.random.Generator, batch: int, dtype: str, requires_grad: boo
 
 def run_program(seed: int, backend: str, calls: int = 6, report: Report | None = None):
     """Trace program `seed` and compare `calls` later calls with eager; returns the report."""
-    import tracejit as tj
-
     report = report or Report()
     prog = generate(seed)
     rng = np.random.default_rng(seed)
@@ -311,8 +306,6 @@ def run_program(seed: int, backend: str, calls: int = 6, report: Report | None =
 
 
 def _fresh(args, dtype=None):
-    import tracejit as tj
-
     return tuple(tj.from_numpy(t.detach().numpy().astype(dtype or t.detach().numpy().dtype,
                                                          order="K")).requires_grad_(
         t.requires_grad) for t in args)
@@ -321,8 +314,6 @@ def _fresh(args, dtype=None):
 def _reference(obj, ns, params, call, use_kwargs, grad_mode, create_graph):
     """The eager outcome of a call with its inputs, parameters and global tensor in
     float64 (the program's own constants stay as they are)."""
-    import tracejit as tj
-
     a, k = call
     if use_kwargs:
         a, k = (), {"y": a[1], "x": a[0]}
@@ -343,8 +334,6 @@ def _reference(obj, ns, params, call, use_kwargs, grad_mode, create_graph):
 
 def _between_calls(rng, ns, obj, params, prog) -> None:
     """What a training loop does between calls: an optimiser step, a changed setting."""
-    import tracejit as tj
-
     r = rng.random()
     with tj.no_grad():
         if r < 0.3:

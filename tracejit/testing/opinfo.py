@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import json
+import os
 import re
 import sys
 import time
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,6 +24,7 @@ import numpy as np
 
 import tracejit as tj
 from tracejit.ops import OPS
+from tracejit.tensor.device import STATS
 
 CHECKS = ("forward", "grad", "traced", "errors")
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
@@ -861,8 +865,6 @@ def cuda_cell(entry: Entry, sample) -> str:
     `cuda` backend: fused CUDA kernels, the other ops as eager device kernels or through
     the host), against tracejit's eager output on the CPU. Runs where Numba's CUDA target
     (or its simulator) is: see CudaColumn."""
-    from tracejit.tensor.device import STATS
-
     called = _eager_call(entry, sample)
     if isinstance(called, str):
         return called
@@ -965,10 +967,6 @@ def cuda_worker(path: str) -> int:
     """The CUDA column's process: reads `[entry id, dtype, index]` lines from stdin and
     appends `[entry id, cell]` lines to `path` (a first `[null, why]` line when Numba's
     CUDA target cannot run here)."""
-    import json
-    import os
-    import warnings
-
     warnings.simplefilter("ignore")
     with open(path, "w") as out:
         if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
@@ -1271,8 +1269,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.cuda_worker:  # the CUDA column's own process (CudaColumn)
         return cuda_worker(args.cuda_worker)
-    import warnings
-
     warnings.simplefilter("ignore")  # PyTorch's and numpy's warnings about the samples
     start = time.perf_counter()
     columns = Columns(args.samples, onnx=not args.no_onnx, cuda=not args.no_cuda)

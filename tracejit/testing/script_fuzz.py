@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .differential import compare, outcome
+import tracejit as tj
+from tracejit import nn
+from tracejit.jit import ScriptError
 
 FEATURES = 3  # the last dimension of x, the length of w
 
@@ -528,9 +531,6 @@ class Report:
 def _namespaces(prog: Program, backend: str):
     """The program's source run twice: as plain Python (the oracle: helpers plain too) and
     with HS scripted; both read the same W, and the same values of G, GN, GT and C."""
-    import tracejit as tj
-    from tracejit import nn
-
     filename = f"<script fuzz {prog.seed}>"
     # tj.script reads the source through inspect, which finds it in linecache
     linecache.cache[filename] = (len(prog.source), None, prog.source.splitlines(True),
@@ -549,8 +549,6 @@ def _namespaces(prog: Program, backend: str):
 
 
 def _inputs(rng: np.random.Generator, dtype: str, grad: bool):
-    import tracejit as tj
-
     batch = int(rng.choice([0, 1, 2, 3, 3, 4, 5, 6], p=[.04, .12, .2, .16, .16, .12, .1, .1]))
     x = tj.from_numpy((rng.standard_normal((batch, FEATURES)) * 1.2).astype(dtype))
     w = tj.from_numpy((rng.standard_normal(FEATURES) * 0.8).astype(dtype))
@@ -561,8 +559,6 @@ def _inputs(rng: np.random.Generator, dtype: str, grad: bool):
 
 
 def _fresh(args):
-    import tracejit as tj
-
     x, w, n = args
     return tuple(tj.from_numpy(t.detach().numpy().copy()).requires_grad_(t.requires_grad)
                  for t in (x, w)) + (n,)
@@ -602,8 +598,6 @@ def run_program(seed: int, backend: str, calls: int = 5, report: Report | None =
 def check(prog: Program, backend: str, calls: int = 5, report: Report | None = None) -> Report:
     """Script `prog`, call it `calls` times and compare each call with eager; the calls'
     inputs and what changes between them come from the program's seed."""
-    import tracejit as tj
-
     report = report or Report()
     seed = prog.seed
     rng = np.random.default_rng(seed)
@@ -666,8 +660,6 @@ def check(prog: Program, backend: str, calls: int = 5, report: Report | None = N
 
 
 def _failed(report: Report, prog: Program, backend: str, call, err: Exception) -> Report:
-    from tracejit.jit import ScriptError
-
     if isinstance(err, ScriptError) and _clear(str(err)):
         report.refused.append((prog.seed, backend, call, str(err)[:300]))
     else:
@@ -678,8 +670,6 @@ def _failed(report: Report, prog: Program, backend: str, call, err: Exception) -
 
 def _between_calls(rng, prog: Program, spaces, objs) -> None:
     """What a program's user does between calls: an optimiser step, a changed setting."""
-    import tracejit as tj
-
     on = prog.constructs
     r = rng.random()
     with tj.no_grad():

@@ -5,6 +5,7 @@ from ..tensor.function import Function
 from ..core.modes import enable_grad
 from ..ops.creation import GENERATOR
 from ..tensor.tensor import Tensor
+from ..tensor.node import AccumulateGrad
 
 
 class _Checkpoint(Function):
@@ -51,8 +52,6 @@ def _needs(ctx, i: int) -> bool:
 
 def _leaves_of(outputs, exclude) -> list:
     """Leaf tensors requiring grad that `outputs` depend on (module parameters)."""
-    from ..tensor.node import AccumulateGrad
-
     seen, leaves, stack = set(), [], [o.grad_fn for o in outputs if o.grad_fn is not None]
     skip = {id(x) for x in exclude}
     while stack:

@@ -7,6 +7,11 @@ import math
 
 import numpy as np
 
+from ..ops.creation import GENERATOR
+from ..tensor.creation import tensor
+from ..tensor.functional import stack
+from ..tensor.tensor import Tensor
+
 
 class Dataset:
     """Indexable samples: subclasses define `__getitem__` and `__len__`."""
@@ -37,8 +42,6 @@ class TensorDataset(Dataset):
 
 
 def _rng(generator):
-    from ..ops.creation import GENERATOR
-
     return (generator or GENERATOR).rng
 
 
@@ -180,10 +183,6 @@ class DistributedSampler:
 def default_collate(samples):
     """Stack a batch: tensors along a new first dimension, numbers into a tensor, tuples
     and lists position by position, dicts key by key."""
-    from ..tensor.creation import tensor
-    from ..tensor.functional import stack
-    from ..tensor.tensor import Tensor
-
     first = samples[0]
     if isinstance(first, Tensor):
         return stack(list(samples))

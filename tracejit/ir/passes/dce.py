@@ -10,6 +10,8 @@ sizes are read is known for the whole graph, regions included. A loop stops carr
 value nothing after it reads and that inside it only feeds itself."""
 from __future__ import annotations
 
+import dataclasses
+
 from ...ops.indexing import Slot
 from ..effects import CHECK, INDICES, RANDOM_DRAW, effects
 from ..graph import (BIND, CONTROL, LIST_GET, LIST_LEN, LIST_STACK, LOOP, Graph,
@@ -126,8 +128,6 @@ def _dead_carried(node, live_after: set, used: set) -> frozenset:
 def _copy_pruned(b: Builder, node, dead: frozenset, used: set) -> None:
     """Copy a loop without its dead carried positions (inputs, block arguments, yields
     and results)."""
-    import dataclasses
-
     def without(region: Graph, outputs: list) -> Graph:
         kept = dataclasses.replace(region, outputs=outputs)
         clean = _dce(kept, used)

@@ -10,8 +10,9 @@ branch or loop hands on its input tensor object itself only where the program pa
 input on unchanged (as eager does), never a copy the program made."""
 from __future__ import annotations
 
-from ..graph import CONTROL, LIST, LIST_APPEND, Graph, Node, Value
+from ..graph import CONTROL, Graph, LIST, LIST_APPEND, ListType, Node, Value
 from ...core.symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
+import numpy as np
 
 
 class Builder:
@@ -139,8 +140,6 @@ _HOLDS = (LIST, LIST_APPEND)  # nodes that put tensors in a list value (read bac
 
 
 def same_type(a: Value, b: Value) -> bool:
-    from ..graph import ListType
-
     if isinstance(a.dtype, ListType) or isinstance(b.dtype, ListType):
         if not (isinstance(a.dtype, ListType) and isinstance(b.dtype, ListType)):
             return False
@@ -155,8 +154,6 @@ def value_key(x):
     """A hashable key that tells operands and attributes apart exactly: a size by its
     expression (not the number it had in the traced call), an array by its contents, a
     number by its type and value."""
-    import numpy as np
-
     if isinstance(x, SymInt):
         return ("size", x.source())
     if isinstance(x, np.ndarray):

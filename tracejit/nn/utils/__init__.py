@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 from . import rnn
+from ...core.modes import no_grad
+from ...tensor import functional as F
+from ...tensor.creation import tensor
+from ...tensor.tensor import Tensor
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
                     error_if_nonfinite: bool = False):
     """Scale gradients in place so their joint norm is at most max_norm; returns the norm."""
-    from ...core.modes import no_grad
-    from ...tensor import functional as F
-    from ...tensor.creation import tensor
-
-    from ...tensor.tensor import Tensor
-
     if isinstance(parameters, Tensor):
         parameters = [parameters]
     grads = [p.grad for p in parameters if p.grad is not None]
