@@ -1,6 +1,8 @@
 """`gradcheck`: compare autograd's Jacobian with central finite differences."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..tensor.engine import grad as autograd_grad
@@ -29,8 +31,6 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     for i in diff:
         if inputs[i].dtype.name != "float64":
-            import warnings
-
             warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype.name}, not float64; "
                           "finite differences may be too imprecise", stacklevel=2)
     outputs = _as_tuple(fn(*inputs))

@@ -381,8 +381,6 @@ def _carrier(size: int):
     """The carrier of a loop index (an empty array nothing writes: shared per size)."""
     t = _CARRIERS.get(size)
     if t is None:
-        from ..tensor.tensor import Tensor
-
         if len(_CARRIERS) > 4096:
             _CARRIERS.clear()
         t = _CARRIERS[size] = Tensor._make(np.empty((size + CARRIER_OFFSET, 0),

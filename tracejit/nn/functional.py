@@ -11,7 +11,7 @@ from ..tensor.composite import composite
 from ..core.modes import is_grad_enabled
 from ..tensor import functional as F
 from ..ops.windows import out_sizes
-from ..tensor.creation import arange, full, full_like, rand, tensor
+from ..tensor.creation import arange, full, full_like, ones, rand, tensor, zeros
 from ..tensor.functional import log_softmax, sigmoid, softmax, tanh
 
 __all__ = ["relu", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "leaky_relu", "silu",
@@ -1215,8 +1215,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         scale = 1.0 / math.sqrt(query.shape[-1])
     scores = F.matmul(query * scale, F.transpose(key, -2, -1))
     if is_causal:
-        from ..tensor.creation import ones
-
         attn_mask = F.tril(ones(query.shape[-2], key.shape[-2], dtype=dt.bool_,
                                 device=query.device))
     if attn_mask is not None:
@@ -1242,8 +1240,6 @@ def _canonical_mask(mask, mask_name: str, other_type, other_name: str, target_ty
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
                       "Use same type for both instead.", UserWarning, stacklevel=3)
     if mask.dtype is dt.bool_:
-        from ..tensor.creation import zeros
-
         return F.masked_fill(zeros(tuple(mask.shape), dtype=target_type, device=mask.device),
                              mask, -math.inf)
     return mask
@@ -1371,8 +1367,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     v = F.transpose(F.reshape(v, (v.shape[0], bsz * num_heads, head_dim)), 0, 1) \
         if static_v is None else static_v
     if add_zero_attn:
-        from ..tensor.creation import zeros
-
         k = F.cat([k, zeros(bsz * num_heads, 1, head_dim, dtype=k.dtype, device=k.device)], 1)
         v = F.cat([v, zeros(bsz * num_heads, 1, head_dim, dtype=v.dtype, device=v.device)], 1)
         attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))

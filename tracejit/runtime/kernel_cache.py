@@ -26,6 +26,8 @@ import types
 import warnings
 from pathlib import Path
 
+from ..core.diagnostics import user_stacklevel
+
 _warned_unsafe: set = set()
 
 
@@ -68,8 +70,6 @@ def cache_dir() -> Path | None:
 def _warn_once(root, message: str) -> None:
     if str(root) not in _warned_unsafe:
         _warned_unsafe.add(str(root))
-        from ..core.diagnostics import user_stacklevel
-
         warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
 
 

@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from .kernel_cache import cache_dir
+from .kernel_cache import atomic_write_bytes, cache_dir
 
 _HEADER = 16  # bytes before each block: its size and its pool capacity (0: not pooled;
               # 16 bytes keep numpy's alignment)
@@ -538,8 +538,6 @@ def _compile() -> tuple:
         module.verify()
         code = target.emit_object(module)
         if path is not None:
-            from .kernel_cache import atomic_write_bytes
-
             try:
                 atomic_write_bytes(path, hashlib.sha256(code).digest() + code)
             except OSError:

@@ -21,7 +21,7 @@ from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
 from .control_flow import ScriptError, Undefined, _predicate, for_each, for_range, if_, while_
-from ..tensor.functional import logical_and, logical_or
+from ..tensor.functional import logical_and, logical_not, logical_or
 from ..tensor import functional as T
 from ..nn.module import Module
 
@@ -80,8 +80,6 @@ def _as_size(x):
 
 def not_(x):
     if isinstance(x, Tensor) and _capturing():
-        from ..tensor.functional import logical_not
-
         return logical_not(_predicate(x))
     return not x
 

@@ -5,6 +5,8 @@ records it (a traced `randn` draws new numbers on every call).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -13,9 +15,10 @@ from ..ops import OPS
 from ..ops.creation import GENERATOR
 from .dispatch import apply
 from ..core.symbolic import SymInt
-from .functional import _shape_arg
+from .functional import _shape_arg, contiguous, expand
 from .tensor import Tensor, _make
 from ..backends.cuda import memory
+from . import functional as F
 
 
 def check_device(device) -> None:
@@ -79,8 +82,6 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     elif isinstance(data, (list, tuple)) and data and any(
             isinstance(v, (Tensor, list, tuple)) for v in data) and _holds_tensors(data):
         # stacked through dispatch, so a trace records it (the values are read, not frozen)
-        from . import functional as F
-
         items = [tensor(v) if not isinstance(v, Tensor) else v.detach() for v in data]
         common = dt.result_type(*items)
         out = F.stack([t if t.dtype is common else t.to(common) for t in items])
@@ -135,8 +136,6 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
     if isinstance(fill_value, Tensor) and fill_value.numel() == 1:
         # its value, broadcast: computed with the program when traced (a float a script
         # works out from an int), not read once
-        from .functional import contiguous, expand
-
         check_device(device)
         value = fill_value.detach().reshape(()).to(_dtype(dtype))
         return _finish(_place(contiguous(expand(value, _shape_arg((size,)))), device),
@@ -265,8 +264,6 @@ def new_empty(self, *size, dtype=None, device=None, requires_grad=False) -> Tens
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A copy of `data` (without history), of this tensor's dtype and device unless given."""
     if isinstance(data, Tensor):
-        import warnings
-
         warnings.warn("To copy construct from a tensor, it is recommended to use "
                       "sourceTensor.detach().clone() or "
                       "sourceTensor.detach().clone().requires_grad_(True), rather than "

@@ -35,8 +35,6 @@ def _operand(x):
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, (np.ndarray, list, tuple)):
-        from .creation import tensor
-
         return tensor(x)
     raise TypeError(f"unsupported operand type {type(x).__name__}; expected a Tensor or a number")
 
@@ -1008,8 +1006,6 @@ def to(input, *args, **kwargs):
             dtype = a
     out = input if dtype is None else cast(input, dtype)
     if device is not None:
-        from .creation import check_device
-
         check_device(device)
         out = to_device(out, str(device).split(":")[0])
     return out
@@ -1031,9 +1027,6 @@ _TO_COPY: list = []
 def _to_copy():
     """The autograd Function of a move between devices (made once, on first use)."""
     if not _TO_COPY:
-        from .function import Function
-        from ..backends.cuda import memory
-
         class ToCopy(Function):
             @staticmethod
             def forward(ctx, x, kind):
@@ -1197,7 +1190,10 @@ _node._F, _node._make, _node.FreshTensor = sys.modules[__name__], _make, FreshTe
 # sorting, scans, scatters and contractions are built on the functions above; the op table's
 # rules reach the scans and scatters through this module too
 from . import contraction as _contraction, ordering as _ordering  # noqa: E402
-from .creation import arange  # noqa: E402 (creation imports this module)
+# (these modules import this one: the functions above are defined by now)
+from ..backends.cuda import memory  # noqa: E402
+from .creation import arange, check_device, tensor  # noqa: E402
+from .function import Function  # noqa: E402
 
 globals().update({n: getattr(_ordering, n) for n in _ordering.__all__ + _ordering.RULES})
 globals().update({n: getattr(_contraction, n) for n in _contraction.__all__})

@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as dt
-from ..core.modes import STATE
+from ..core.modes import no_grad, STATE
 from . import engine as _engine
 from .node import FRESH_VIEW, STALE_VIEWS
 
@@ -83,8 +83,6 @@ def _copy_memory(t: "Tensor", memo: dict):
     copied views alias as their originals do; any other array is copied alone."""
     a = t._data
     if not isinstance(a, np.ndarray):  # device memory
-        from ..core.modes import no_grad
-
         with no_grad():
             return t.detach().clone()._data
     root = a
