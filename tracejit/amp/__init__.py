@@ -45,17 +45,18 @@ class autocast:
         self._prev = []
 
     def __enter__(self):
-        self._prev.append(STATE.autocast)
-        cpu, cuda = STATE.autocast or (None, None)
+        self._prev.append(STATE.modes.autocast)
+        cpu, cuda = STATE.modes.autocast or (None, None)
         if self.device_type == "cpu":
             cpu = self.fast_dtype if self._enabled else None
         else:
             cuda = self.fast_dtype if self._enabled else None
-        STATE.autocast = None if cpu is None and cuda is None else (cpu, cuda)
+        STATE.modes = STATE.modes.but(
+            autocast=None if cpu is None and cuda is None else (cpu, cuda))
         return self
 
     def __exit__(self, *exc):
-        STATE.autocast = self._prev.pop()
+        STATE.modes = STATE.modes.but(autocast=self._prev.pop())
         return False
 
     def __call__(self, fn):
@@ -67,12 +68,12 @@ class autocast:
 
 
 def is_autocast_enabled(device_type: str = "cuda") -> bool:
-    mode = STATE.autocast
+    mode = STATE.modes.autocast
     return mode is not None and mode[_DEVICE_TYPES.index(device_type)] is not None
 
 
 def get_autocast_dtype(device_type: str = "cuda"):
-    mode = STATE.autocast
+    mode = STATE.modes.autocast
     got = mode[_DEVICE_TYPES.index(device_type)] if mode is not None else None
     return got or dt.as_dtype(_DEFAULT[device_type])
 

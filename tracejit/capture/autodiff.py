@@ -503,7 +503,7 @@ class TracedCallBackward(Node):
             grads = [g if g is not None else zeros(*shape, dtype=dtype)
                      for g, (shape, dtype) in zip(grads, self.out_meta)]
         result = None
-        if not STATE.grad_enabled:  # create_graph replays instead, differentiably
+        if not STATE.modes.grad_enabled:  # create_graph replays instead, differentiably
             result = bt.run_backward(inputs, self.saved, grads)
         if result is None:
             # the replayed forward draws the random numbers the call's forward drew

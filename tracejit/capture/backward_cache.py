@@ -91,7 +91,7 @@ def key(forward, inputs: list, backend: str, known) -> str | None:
     facts = [[list(b) for b in bindings],
              [[g.lhs, g.op, g.rhs, bool(g.expected)] for g in shape_guards]]
     text = json.dumps([FORMAT, VERSION, _code_fingerprint(), np.__version__, sys.version,
-                       graph, parts, facts, repr(STATE.autocast),
+                       graph, parts, facts, repr(STATE.modes.autocast),
                        {k: [v["dtype"], v["shape"], hashlib.sha256(v["data"].encode())
                             .hexdigest()] for k, v in arrays.items()}], sort_keys=True,
                       default=repr)

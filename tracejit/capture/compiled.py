@@ -59,7 +59,7 @@ class CompiledGraph:
             outs = self._call_functional(tensors)
             if outs is not None:
                 return outs
-        if compiled_backward and STATE.grad_enabled and \
+        if compiled_backward and STATE.modes.grad_enabled and \
                 not self.graph.mutations and \
                 not self.control_flow and any(t._rg for t in tensors):
             bt = self.backward_trace(tensors)
@@ -80,7 +80,7 @@ class CompiledGraph:
         from .autodiff import traced_call
 
         targets = self._mutated
-        grad = STATE.grad_enabled  # (under no_grad, no update carries a gradient: an
+        grad = STATE.modes.grad_enabled  # (under no_grad, no update carries a gradient: an
         if grad and any(tensors[i]._rg for i in targets):  # optimizer's step)
             return None
         inner = self._functional
@@ -101,7 +101,7 @@ class CompiledGraph:
                 return None
         n = len(self.graph.outputs)
         outs = None
-        if STATE.grad_enabled and any(t._rg for t in tensors):
+        if STATE.modes.grad_enabled and any(t._rg for t in tensors):
             bt = inner.backward_trace(tensors)
             if bt is None or any(k >= n for k in bt.float_outs):
                 return None  # an update that carries a gradient
@@ -121,7 +121,7 @@ class CompiledGraph:
         if program is CompiledGraph.UNSET:
             program = self._program = program_for(self.graph, self.backend, self.bindings,
                                                   self.donate)
-        if program is not None and not (STATE.grad_enabled and any(t._rg for t in tensors)):
+        if program is not None and not (STATE.modes.grad_enabled and any(t._rg for t in tensors)):
             return program.run(tensors)
         env = {sym: tensors[i]._data.shape[d] for i, d, sym in self.bindings}
         return self.runner.run(tensors, env)
@@ -167,7 +167,7 @@ class CompiledGraph:
         from ..ops import OPS
         from ..tensor.dispatch import apply
 
-        create = STATE.grad_enabled
+        create = STATE.modes.grad_enabled
         with enable_grad():
             # each input through an identity op: the gradients are this call's own vjp
             # (they stop at these names, not at inputs that also reach one another through

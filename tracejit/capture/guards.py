@@ -97,11 +97,8 @@ class EntryGuards:
                     self.n_relations += 1
         ns["STATE"] = STATE
         if grad_mode:
-            self._add(lines, f"STATE.grad_enabled is {recorder.grad_mode}",
-                      Guard(f"grad mode is {'enabled' if recorder.grad_mode else 'disabled'}"))
-            ns["AUTOCAST"] = recorder.autocast
-            self._add(lines, "STATE.autocast == AUTOCAST", Guard(_autocast_words(
-                recorder.autocast)))
+            ns["MODES"] = recorder.modes  # one interned frame: one identity check
+            self._add(lines, "STATE.modes is MODES", Guard(recorder.modes.describe()))
         for index, dim, sym in bindings:
             lines.append((f"{sym} = d{index}.shape[{dim}]", None))
         # a relation reads as the input dims it relates (`x.shape[1] == 784`): the graph
@@ -228,10 +225,3 @@ class EntryGuards:
 
         params = list(inspect.signature(self.check).parameters)
         return dict(zip(params, args))
-
-
-def _autocast_words(mode) -> str:
-    if mode is None:
-        return "no autocast region is active"
-    parts = [f"{dev} in {d.name}" for dev, d in zip(("cpu", "cuda"), mode) if d is not None]
-    return "autocast: " + ", ".join(parts)

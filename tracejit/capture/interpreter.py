@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from ..core.modes import STATE
+from ..core.modes import STATE, set_grad
 from ..backends import registry
 from ..backends.guards import check_guard
 from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
@@ -40,7 +40,7 @@ class _Region:
         self.kernel = self._UNSET if registry.get(backend).kernels else None
 
     def run(self, inputs: list, env: dict, record: bool = True) -> list:
-        if self.kernel is not None and not (record and STATE.grad_enabled and any(
+        if self.kernel is not None and not (record and STATE.modes.grad_enabled and any(
                 getattr(t, "_rg", False) for t in inputs)):
             if self.kernel is self._UNSET:
                 compile_region = registry.get(self.backend).compile_region()
@@ -154,11 +154,11 @@ class Interpreter:
         With record=False nothing is recorded for autograd whatever grad mode the ops
         were traced under (the compiled-autograd path owns the gradients)."""
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
-        caller_mode = STATE.grad_enabled
+        caller_mode = STATE.modes.grad_enabled
         try:
             self._run(vals, env, record)
         finally:
-            STATE.grad_enabled = caller_mode
+            set_grad(caller_mode)
         for target, value in self.mutations:  # every guard passed: now commit
             apply_inplace(OPS.setitem, vals[target], vals[value], index=(Ellipsis,))
         return [vals[i] for i in self.outputs]
@@ -182,7 +182,7 @@ class Interpreter:
                 if tape is not None:
                     results = tape.run(op, ins, node)
                 else:
-                    STATE.grad_enabled = node and record  # node: the segment's grad mode
+                    set_grad(node and record)  # node: the segment's grad mode
                     results = op.call(ins)
                 for i, v in zip(out, results):
                     vals[i] = v
@@ -191,9 +191,9 @@ class Interpreter:
                 args = [vals[r] if r is not None else eval_sizes(c, env) for r, c in reads]
                 for i, v in zip(out, _SCRIPT_STEPS[kind](node, op, args, env, record)):
                     vals[i] = v
-                STATE.grad_enabled = node.grad_mode and record
+                set_grad(node.grad_mode and record)
                 continue
-            STATE.grad_enabled = node.grad_mode and record
+            set_grad(node.grad_mode and record)
             if kind == "region":
                 results = op.run([vals[r] if r is not None else c for r, c in reads], env,
                                  record)
@@ -259,7 +259,7 @@ def _run_loop(node, prepared, args, env, record):
     cond = regions[0] if attrs.get("has_cond") else None
     body = regions[-1]
     tape = None
-    if record and STATE.grad_enabled and body.tapeable and (cond is None or cond.tape_safe):
+    if record and STATE.modes.grad_enabled and body.tapeable and (cond is None or cond.tape_safe):
         from ..capture.loops import LoopTape
 
         tape = LoopTape()

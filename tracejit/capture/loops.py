@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from ..core.modes import STATE
+from ..core.modes import STATE, set_grad
 from ..tensor.node import FREED_MESSAGE, Node
 from ..core.float_errors import quiet, restore
 from ..ir.graph import Value
@@ -87,11 +87,11 @@ class LoopTape:
     def run(self, seg, ins: list, grad_mode: bool) -> list:
         """A segment's outputs; recorded when it computes a gradient-carrying value."""
         if not grad_mode or not any(t._rg for t in ins):
-            prev, STATE.grad_enabled = STATE.grad_enabled, False
+            prev = set_grad(False)
             try:
                 return seg.run_forward(ins)
             finally:
-                STATE.grad_enabled = prev
+                set_grad(prev)
         bt = seg.backward_trace(ins)
         plan = self._plans.get((id(seg), id(bt)))
         gens = _generators(seg)
@@ -101,11 +101,11 @@ class LoopTape:
             if plan is None:
                 plan = Plan(seg, bt, bt.float_outs, bt.diff, bt.n_outputs)
         else:  # no compiled backward (its budget is spent): replay this one's forward
-            prev, STATE.grad_enabled = STATE.grad_enabled, False
+            prev = set_grad(False)
             try:
                 results = seg.run_forward(ins)
             finally:
-                STATE.grad_enabled = prev
+                set_grad(prev)
             if plan is None:
                 plan = Plan(seg, None, [k for k, o in enumerate(results)
                                         if o.dtype.is_floating_point],
@@ -182,7 +182,7 @@ class ScriptLoopBackward(Node):
                     "one of the variables needed for gradient computation has been modified "
                     f"by an inplace operation: {what} a scripted loop is at version "
                     f"{c[0]}; expected version {v} instead.")
-        if STATE.grad_enabled:  # create_graph: differentiable in the loop's inputs
+        if STATE.modes.grad_enabled:  # create_graph: differentiable in the loop's inputs
             return self._replay(grads)
         acc, sums = _Accumulator(), _Sums()
         for t, g in zip(self.outputs, grads):

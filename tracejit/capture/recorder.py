@@ -93,8 +93,8 @@ class Recorder:
         self.aborted: str | None = None
         self.abort_is_final = True             # False: later calls may trace again
         self.saved_counters: dict = {}         # id(version counter) -> (op, counter)
-        self.grad_mode = STATE.grad_enabled  # at the call: part of the entry guards
-        self.autocast = STATE.autocast       # likewise
+        self.modes = STATE.modes                # the frame at the call: its entry guard
+        self.grad_mode = self.modes.grad_enabled
 
     def release(self) -> None:
         """Drop what only recording needed: the tensors seen and the maps keyed by their
@@ -460,7 +460,7 @@ class Recorder:
         avals = [AVal(x.shape, x.dtype) if isinstance(x, Value) else x for x in inputs]
         aval = op.infer(*avals, **attrs)
         node = self._add(op.name, inputs, attrs, [(aval.dtype, aval.shape)], user_frame())
-        node.grad_mode = STATE.grad_enabled
+        node.grad_mode = STATE.modes.grad_enabled
         return node.output
 
     def _record(self, op, args, attrs, out: Tensor) -> Value:
@@ -481,7 +481,7 @@ class Recorder:
         self._add(GUARD, [count], {"kind": "item", "expected": out._data.shape[0]}, [],
                   user_frame())
         node = self._add(op.name, inputs, attrs, [(out.dtype, out._data.shape)], user_frame())
-        node.grad_mode = STATE.grad_enabled
+        node.grad_mode = STATE.modes.grad_enabled
         self._bind(out, node.output)
         return node.output
 

@@ -1,36 +1,95 @@
 """The modes eager dispatch reads before it runs an op: grad mode (record a node or not),
-inference mode, anomaly mode, the active trace recorder and the autocast region. Like
-PyTorch's they are per thread: another thread's `no_grad()`, trace or autocast does not
-change what this thread records. Every layer reads them here; the switches users call
-(`no_grad`, `enable_grad`, `set_grad_enabled`, `inference_mode`) are defined here too,
-`tj.amp.autocast` in amp/."""
+inference mode, anomaly mode and the autocast region, plus the active trace recorder.
+
+The modes are one immutable frame (`Modes`), and each thread has its own current frame
+(`STATE.modes`): another thread's `no_grad()`, trace or autocast does not change what this
+thread records, as in PyTorch. A switch replaces the frame with one differing in its field
+and puts its field back on exit (the `with` blocks are the stack; a field another switch
+set meanwhile, `set_detect_anomaly` say, stays as PyTorch's does). Frames are interned, so
+the frame is one hashable key: a trace's entry guard compares it by identity (`STATE.modes
+is MODES`), the backward cache keys on it, and a recorded graph carries the frame it was
+traced under (`Graph.modes`).
+
+Every layer reads the modes here; the switches users call (`no_grad`, `enable_grad`,
+`set_grad_enabled`, `inference_mode`) are defined here too, `tj.amp.autocast` in amp/."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Modes:
+    """One frame: what eager dispatch does with an op. Compare frames with `is`."""
+
+    grad_enabled: bool = True
+    inference: bool = False          # inside tj.inference_mode()
+    anomaly: bool = False            # tj.autograd.detect_anomaly()
+    autocast: tuple | None = None    # (cpu dtype, cuda dtype) inside an autocast region
+                                     # (either may be None), else None (tracejit.amp)
+
+    def but(self, **changes) -> Modes:
+        """This frame with `changes`: the one interned frame of those values."""
+        key = (self, *changes.items())
+        frame = _FRAMES.get(key)
+        if frame is None:
+            frame = _intern(dataclasses.replace(self, **changes))
+            _FRAMES[key] = frame
+        return frame
+
+    def describe(self) -> str:
+        """The frame in words, for a guard's explanation."""
+        words = [f"grad mode {'enabled' if self.grad_enabled else 'disabled'}"]
+        if self.inference:
+            words.append("inference mode")
+        if self.anomaly:
+            words.append("anomaly detection")
+        if self.autocast is None:
+            words.append("no autocast")
+        else:
+            for device, dtype in zip(("cpu", "cuda"), self.autocast):
+                if dtype is not None:
+                    words.append(f"{device} autocast to {dtype.name}")
+        return ", ".join(words)
+
+
+_FRAMES: dict = {}      # (frame, *changes) -> frame
+_INTERNED: dict = {}    # frame -> the one frame equal to it
+
+
+def _intern(frame: Modes) -> Modes:
+    return _INTERNED.setdefault(frame, frame)
+
+
+DEFAULT = _intern(Modes())
+
+
 class _State(threading.local):
     def __init__(self):  # runs once in every thread that reads the state
-        self.grad_enabled = True
-        self.inference = False  # inside tj.inference_mode()
-        self.anomaly = False
+        self.modes = DEFAULT
         self.capture = None  # the active trace recorder, if any (see tracejit.capture)
-        self.autocast = None  # (cpu dtype, cuda dtype) while an autocast region is active
-                              # (either may be None), else None (see tracejit.amp)
 
 
 STATE = _State()
 
 
+def set_grad(flag: bool) -> bool:
+    """Switch grad mode in this thread's frame; the previous setting, to put back."""
+    flag, modes = bool(flag), STATE.modes
+    if modes.grad_enabled is not flag:
+        STATE.modes = modes.but(grad_enabled=flag)
+    return modes.grad_enabled
+
+
 def is_grad_enabled() -> bool:
     """Whether ops record autograd history (`tj.is_grad_enabled()`)."""
-    return STATE.grad_enabled
+    return STATE.modes.grad_enabled
 
 
 def is_inference_mode_enabled() -> bool:
     """Whether a `tj.inference_mode()` region is active."""
-    return STATE.inference
+    return STATE.modes.inference
 
 
 class _GradModeContext:
@@ -39,11 +98,10 @@ class _GradModeContext:
     mode: bool
 
     def __enter__(self):
-        self._prev = STATE.grad_enabled
-        STATE.grad_enabled = self.mode
+        self._prev = set_grad(self.mode)
 
     def __exit__(self, *exc):
-        STATE.grad_enabled = self._prev
+        set_grad(self._prev)
         return False
 
     def __call__(self, fn):
@@ -51,12 +109,11 @@ class _GradModeContext:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            prev = STATE.grad_enabled
-            STATE.grad_enabled = mode
+            prev = set_grad(mode)
             try:
                 return fn(*args, **kwargs)
             finally:
-                STATE.grad_enabled = prev
+                set_grad(prev)
         return wrapper
 
 
@@ -77,14 +134,13 @@ class set_grad_enabled(_GradModeContext):
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
-        self._prev = STATE.grad_enabled
-        STATE.grad_enabled = self.mode
+        self._prev = set_grad(self.mode)
 
     def __enter__(self):
         pass
 
     def __call__(self, fn):
-        STATE.grad_enabled = self._prev  # used as a decorator: only the call changes mode
+        set_grad(self._prev)  # used as a decorator: only the call changes mode
         return super().__call__(fn)
 
 
@@ -107,12 +163,12 @@ class inference_mode(_GradModeContext):
         self.mode = not self.inference
 
     def __enter__(self):
-        self._prev_inference = STATE.inference
-        STATE.inference = self.inference
+        self._prev_inference = STATE.modes.inference
+        STATE.modes = STATE.modes.but(inference=self.inference)
         super().__enter__()
 
     def __exit__(self, *exc):
-        STATE.inference = self._prev_inference
+        STATE.modes = STATE.modes.but(inference=self._prev_inference)
         return super().__exit__(*exc)
 
     def __call__(self, fn):

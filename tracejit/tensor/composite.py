@@ -88,7 +88,7 @@ def composite(name: str | None, *params: str, autocast: str | None = None):
             return _body(args, kwargs)
 
         def _body(args, kwargs):
-            if autocast is not None and STATE.autocast is not None:
+            if autocast is not None and STATE.modes.autocast is not None:
                 args, kwargs = _autocast(autocast, where, args, kwargs)
             out = fn(*args, **kwargs)
             if cls is None or STATE.capture is not None or not isinstance(out, Tensor):
@@ -120,7 +120,7 @@ def composite(name: str | None, *params: str, autocast: str | None = None):
 
             @functools.wraps(inner)
             def cast_then_run(*args, **kwargs):
-                if STATE.autocast is not None:
+                if STATE.modes.autocast is not None:
                     args, kwargs = _autocast(autocast, where, args, kwargs)
                 return inner(*args, **kwargs)
             return cast_then_run

@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as dt
-from ..core.modes import STATE
+from ..core.modes import STATE, set_grad
 from .node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
 from ..core.diagnostics import PACKAGE_DIR, user_frame, user_stacklevel  # noqa: F401
 from ..core.float_errors import quiet, restore
@@ -113,7 +113,7 @@ def apply(op, *args, **attrs) -> Tensor:
             return _profiled(op, args, attrs, apply, events.aten_name(op))
     if STALE_VIEWS:  # a view used after a write into its base
         _fresh_args(args)
-    if STATE.autocast is not None and op.autocast is not None:  # tracejit.amp
+    if STATE.modes.autocast is not None and op.autocast is not None:  # tracejit.amp
         args = cast_inputs(op.autocast, args)
     if STATE.capture is not None:  # tracing: run eagerly on concrete values, record IR
         return STATE.capture.apply(op, args, attrs)
@@ -135,7 +135,7 @@ def apply(op, *args, **attrs) -> Tensor:
         if type(out) is not _ndarray:
             out = np.asarray(out)
     t = _make(out)
-    if STATE.grad_enabled and op.vjp is not None and (out.dtype.kind == "f" or
+    if STATE.modes.grad_enabled and op.vjp is not None and (out.dtype.kind == "f" or
                                                       out.dtype is dt.BF16_NP):
         for a in args:
             if isinstance(a, Tensor) and a._rg:
@@ -182,7 +182,7 @@ def unary(op, x: Tensor) -> Tensor:
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
-    if x._rg and STATE.grad_enabled and op.vjp is not None and (
+    if x._rg and STATE.modes.grad_enabled and op.vjp is not None and (
             out.dtype.kind == "f" or out.dtype is dt.BF16_NP):
         _record_unary(op, x, t)
     return t
@@ -220,7 +220,7 @@ def binary(op, x: Tensor, y) -> Tensor:
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
-    if STATE.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
+    if STATE.modes.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
             and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is dt.BF16_NP):
         _record_binary(op, x, y, t)
     return t
@@ -266,7 +266,7 @@ def _finish_node(op, out: Tensor, edges, saved, versions, attrs, metas) -> Node:
         versions.append((c, c[0]))
         out_data = out._data
     node = (op.node_cls or node_class(op))(edges, saved, versions, attrs, metas, out_data)
-    if STATE.anomaly:
+    if STATE.modes.anomaly:
         node.extras().where = (op.name, user_frame())
     out._rg = True
     out.grad_fn = node
@@ -361,7 +361,7 @@ def _mark_view(op, src: Tensor, attrs, t: Tensor):
     # the base knows its live views: a write through one of them (or into the base)
     # gives each of the others a history that reads the new value (_refresh_views). A
     # view made under no_grad keeps none (PyTorch refuses to give it one)
-    if not STATE.grad_enabled:
+    if not STATE.modes.grad_enabled:
         return
     views = getattr(t._base, "_views", None)
     if views is None:
@@ -392,7 +392,7 @@ def apply_inplace(op, target: Tensor, *others, **attrs) -> Tensor:
     args = (target,) + others
     if _DEVICES[0] and _device.on_device(args):
         return _device_inplace(op, target, args, attrs, _device)
-    record = STATE.grad_enabled and op.vjp is not None and any(
+    record = STATE.modes.grad_enabled and op.vjp is not None and any(
         isinstance(a, Tensor) and a._rg for a in args)
     if record:
         _check_inplace_allowed(target)
@@ -429,7 +429,7 @@ def _device_inplace(op, target: Tensor, args, attrs, cuda_eager) -> Tensor:
     """An in-place op on a CUDA tensor: computed on the device, written into the
     target's array (without autograd history yet)."""
     cuda_eager.inplace_check(target)
-    if STATE.grad_enabled and op.vjp is not None and any(
+    if STATE.modes.grad_enabled and op.vjp is not None and any(
             isinstance(a, Tensor) and a._rg for a in args):
         raise NotImplementedError(f"{op.name}_: in-place ops on CUDA tensors that record "
                                   "gradients are not supported yet (use the out-of-place op, "
@@ -543,13 +543,14 @@ def fresh_view(view: Tensor) -> None:
         base.grad_fn, base._rg, base._output_nr, base._vc
     # made as it would have been at the write: with grad mode on, and outside any trace
     # being recorded (a recorder re-derives views in its graph itself)
-    grad, capture = STATE.grad_enabled, STATE.capture
-    STATE.grad_enabled, STATE.capture = True, None
+    grad, capture = set_grad(True), STATE.capture
+    STATE.capture = None
     try:
         for vop, vattrs in view._view:
             fresh = apply(vop, fresh, **vattrs)
     finally:
-        STATE.grad_enabled, STATE.capture = grad, capture
+        set_grad(grad)
+        STATE.capture = capture
     view.grad_fn, view._rg, view._output_nr = fresh.grad_fn, fresh._rg, 0
 
 
@@ -582,7 +583,7 @@ def _cast_tensor(category, t):
     if d.category != 2:
         return t
     cuda = type(t._data).__name__ != "ndarray"
-    target = STATE.autocast[1 if cuda else 0]
+    target = STATE.modes.autocast[1 if cuda else 0]
     if target is None:
         return t
     if category == "low":

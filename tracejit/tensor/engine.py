@@ -116,10 +116,10 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     running.append(id(results))
     ready = [n for n in root_nodes if deps.get(n, 0) == 0]
     owned: dict = {}  # id -> gradient sum made by this run and held only in `buffers`
-    anomaly = STATE.anomaly
-    prev_mode, prev_autocast = STATE.grad_enabled, STATE.autocast
-    STATE.grad_enabled = create_graph
-    STATE.autocast = None  # backward runs in the dtypes the forward chose (as PyTorch's)
+    caller = STATE.modes
+    anomaly = caller.anomaly
+    # backward runs in the dtypes the forward chose (autocast off, as PyTorch's)
+    STATE.modes = caller.but(grad_enabled=bool(create_graph), autocast=None)
     pool = memory.enter_pool()  # gradients: tracejit's buffer pool (runtime/memory.py)
     try:
         while ready:
@@ -199,7 +199,8 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                     ready.append(child)
     finally:
         memory.leave_pool(pool)
-        STATE.grad_enabled, STATE.autocast = prev_mode, prev_autocast
+        STATE.modes = STATE.modes.but(grad_enabled=caller.grad_enabled,
+                                      autocast=caller.autocast)
         running.pop()
         callbacks = _CALLBACKS.pop(id(results), ())
     for fn in callbacks:  # queued during this backward: run once it is done
@@ -261,7 +262,7 @@ def _run_tensor_hooks(node, grads):
         if ex.retain and nr in ex.retain:
             t = ex.retain[nr]()
             if t is not None:
-                gd = g if STATE.grad_enabled else g.detach()
+                gd = g if STATE.modes.grad_enabled else g.detach()
                 t.grad = gd.clone() if t.grad is None else t.grad + gd
     return grads
 
@@ -365,13 +366,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 @contextlib.contextmanager
 def detect_anomaly(check_nan: bool = True):
     """Record where each op ran; backward raises naming the op whose gradient became NaN."""
-    prev = STATE.anomaly
-    STATE.anomaly = check_nan
+    prev = STATE.modes.anomaly
+    STATE.modes = STATE.modes.but(anomaly=bool(check_nan))
     try:
         yield
     finally:
-        STATE.anomaly = prev
+        STATE.modes = STATE.modes.but(anomaly=prev)
 
 
 def set_detect_anomaly(mode: bool) -> None:
-    STATE.anomaly = bool(mode)
+    STATE.modes = STATE.modes.but(anomaly=bool(mode))

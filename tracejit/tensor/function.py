@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from ..core.modes import STATE
+from ..core.modes import STATE, set_grad
 from .creation import zeros
 from .dispatch import _edge, counter
 from .node import FREED_MESSAGE, Node
@@ -105,16 +105,15 @@ class Function:
         ctx = FunctionCtx()
         ctx._name = cls.__name__ + "Backward"
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        if STATE.capture is not None and STATE.grad_enabled and any(ctx.needs_input_grad):
+        if STATE.capture is not None and STATE.modes.grad_enabled and any(ctx.needs_input_grad):
             # its backward is arbitrary Python, which a trace cannot replay: the call
             # finishes eagerly (the trace is dropped, with a warning)
             STATE.capture.unsupported(f"autograd.Function {cls.__name__} (with gradients)")
-        prev = STATE.grad_enabled
-        STATE.grad_enabled = False
+        prev = set_grad(False)
         try:
             outputs = cls.forward(ctx, *args)
         finally:
-            STATE.grad_enabled = prev
+            set_grad(prev)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         if not (prev and any(ctx.needs_input_grad)):

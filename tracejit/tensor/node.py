@@ -213,7 +213,7 @@ class OpNode(Node):
         out = None
         if self.out_data is not None:
             out = _make(self.out_data)
-            if STATE.grad_enabled:  # create_graph: the output keeps its place in the graph
+            if STATE.modes.grad_enabled:  # create_graph: the output keeps its place in the graph
                 out._rg, out.grad_fn = True, self
         result = self.op.vjp(grads[0], out, *inputs, **self.attrs)
         fixed = None
@@ -288,7 +288,7 @@ class AccumulateGrad(Node):
         g = grads[0]
         if var is None or g is None:
             return ()
-        if STATE.grad_enabled:  # create_graph: the gradient keeps its history
+        if STATE.modes.grad_enabled:  # create_graph: the gradient keeps its history
             var._grad = g if var.grad is None else var.grad + g
         elif not isinstance(g._data, np.ndarray):
             # on a device: out of place, through dispatch (no views of device arrays yet)

@@ -85,7 +85,7 @@ def outcome(fn, args: tuple, kwargs: dict | None = None, *, backward: bool = Tru
         else:
             res.outputs.append(tuple(leaf) if isinstance(leaf, Size) else leaf)
     res.inputs_after = [_array(t) for t in inputs]
-    if not backward or not STATE.grad_enabled:
+    if not backward or not STATE.modes.grad_enabled:
         return res
     rng = np.random.default_rng(weights_seed)
     diff = [t for t in inputs + list(params) if t.requires_grad]
