@@ -9,6 +9,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.core.modes import DEFAULT, STATE, Modes
+from tracejit.ops import OPS
 
 
 def test_a_switch_replaces_the_frame_and_puts_its_field_back():
@@ -97,3 +98,16 @@ def test_a_trace_is_reused_only_under_the_frame_it_was_recorded_in():
     assert all(s.count("STATE.modes is MODES") == 1 and "grad_enabled" not in s
                for s in sources)
     assert "grad mode disabled, no autocast" in f.explain()
+
+
+@pytest.mark.parametrize("call", [lambda x: x.exp(), lambda x: x.pow(2.0), lambda x: x ** x],
+                         ids=["unary", "binary-scalar", "binary-tensor"])
+def test_the_fast_paths_autocast_as_the_dispatch_chain_does(monkeypatch, call):
+    """An elementwise op with an autocast category (here given one that applies on the
+    CPU) is cast under autocast whichever entry point runs it."""
+    for op in (OPS.exp, OPS.pow):
+        monkeypatch.setattr(op, "autocast", "fp32")
+    x = tj.randn(4).to(tj.bfloat16)
+    assert call(x).dtype is tj.bfloat16
+    with tj.autocast("cpu", dtype=tj.bfloat16):
+        assert call(x).dtype is tj.float32

@@ -105,7 +105,15 @@ EAGER_LOOPS: list = [lambda op: op.impl]
 
 
 def apply(op, *args, **attrs) -> Tensor:
-    """Run `op` on tensors/scalars eagerly; record a backward node when needed."""
+    """Run `op` on tensors/scalars eagerly; record a backward node when needed.
+
+    The one chain every eager op goes through, in this order: profile (an event when a
+    profiler listens), refresh stale views, autocast (cast the inputs as the op's category
+    asks), capture (a trace being recorded takes the op), device (CUDA tensors compute on
+    the device), compute (the op table's impl on arrays), record (a node when grad mode
+    is on and an input requires grad), mark views. `unary` and `binary` are a cache of
+    this chain for the common case: they take the op only when every step before compute
+    has nothing to do, and otherwise call this."""
     if _EVENTS[0]:  # a profiler listens (runtime/events.py)
         if _SKIP[0]:
             _SKIP[0] = False
@@ -149,9 +157,6 @@ def apply(op, *args, **attrs) -> Tensor:
     return t
 
 
-# Fast paths for the common elementwise cases (same dtypes, no promotion needed).
-# They compute exactly what `apply` computes and fall back to it for anything else.
-
 def _profiled(op, args, attrs, fn, name: str):
     """`fn(op, *args, **attrs)` timed as one profiler event (its nested ops are events of
     their own)."""
@@ -169,10 +174,13 @@ def _profiled(op, args, attrs, fn, name: str):
         events.op_event(name, start, mem0, shapes, stack)
 
 
+# Fast paths for the common elementwise cases (same dtypes, no promotion needed).
+# They compute exactly what `apply` computes and fall back to it for anything else.
 def unary(op, x: Tensor) -> Tensor:
     a = x._data
     if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None or \
-            _DEVICES[0] or _EVENTS[0] or STALE_VIEWS:
+            _DEVICES[0] or _EVENTS[0] or STALE_VIEWS or (
+                op.autocast is not None and STATE.modes.autocast is not None):
         return apply(op, x)
     token = quiet()
     try:
@@ -192,7 +200,8 @@ _NO_ATTRS: dict = {}
 
 
 def binary(op, x: Tensor, y) -> Tensor:
-    if STATE.capture is not None or _DEVICES[0] or _EVENTS[0] or STALE_VIEWS:
+    if STATE.capture is not None or _DEVICES[0] or _EVENTS[0] or STALE_VIEWS or (
+            op.autocast is not None and STATE.modes.autocast is not None):
         return apply(op, x, y)
     a = x._data
     ty = type(y)
