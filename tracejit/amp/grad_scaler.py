@@ -13,6 +13,8 @@ import numpy as np
 
 from ..backends.cuda.device import is_available
 from ..core.modes import no_grad
+from .. import dtypes
+from ..tensor.creation import tensor
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
@@ -49,9 +51,6 @@ class GradScaler:
         return outputs * self._scale.to(outputs.device)
 
     def _full(self, value):
-        from .. import dtypes
-        from ..tensor.creation import tensor
-
         t = tensor(value, dtype=dtypes.float32)
         return t.to(self._device) if self._device == "cuda" else t
 

@@ -8,11 +8,17 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from ..core.modes import STATE
+from ..core.modes import enable_grad, no_grad, STATE
 from ..backends import registry as backends
 from ..core.log import log  # noqa: F401 (the capture modules log through here)
 from ..tensor.tensor import Tensor
-from .interpreter import Interpreter
+from .interpreter import CARRIER_OFFSET, Interpreter
+from ..ops import OPS
+from ..tensor.dispatch import apply, apply_inplace, counter
+from ..autograd import grad as autograd_grad
+from ..dtypes import bool_
+from ..ir.graph import Value
+from ..core.symbolic import SymInt, map_leaves
 
 BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only they decide)
 
@@ -74,9 +80,6 @@ class CompiledGraph:
         any input under no_grad (an optimizer's step); the values are then written into
         the inputs as eager's in-place updates are (versions bumped). None where an
         update carries a gradient (eager autograd records it then)."""
-        from ..core.modes import no_grad
-        from ..ops import OPS
-        from ..tensor.dispatch import apply_inplace, counter
         from .autodiff import traced_call
 
         targets = self._mutated
@@ -161,12 +164,6 @@ class CompiledGraph:
     def replay_gradients(self, tensors: list, grad_outputs: list, diff: list) -> list:
         """Input gradients by replaying the forward through eager autograd (exact, and
         differentiable again under create_graph)."""
-        from ..autograd import grad as autograd_grad
-        from ..core.modes import enable_grad
-
-        from ..ops import OPS
-        from ..tensor.dispatch import apply
-
         create = STATE.modes.grad_enabled
         with enable_grad():
             # each input through an identity op: the gradients are this call's own vjp
@@ -194,10 +191,6 @@ class Segment(CompiledGraph):
         """`params`: sizes of the enclosing loops (their indices) the nodes use; each is
         passed as an empty array whose first size is it plus CARRIER_OFFSET, so that host
         programs and the joint trace bind it as they bind any input's size."""
-        from .interpreter import CARRIER_OFFSET
-        from ..dtypes import bool_
-        from ..ir.graph import Value
-        from ..core.symbolic import SymInt, map_leaves
         from .autodiff import _subgraph
 
         self.owner = owner

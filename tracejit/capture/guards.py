@@ -10,6 +10,7 @@ microseconds per call).
 """
 from __future__ import annotations
 
+import inspect
 import re
 import types
 from dataclasses import dataclass
@@ -221,7 +222,5 @@ class EntryGuards:
         return None
 
     def _arg_env(self, args) -> dict:
-        import inspect
-
         params = list(inspect.signature(self.check).parameters)
         return dict(zip(params, args))

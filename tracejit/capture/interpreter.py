@@ -22,9 +22,10 @@ from ..core.symbolic import (SymInt, compile_sizes, eval_sizes, has_sym, map_lea
                              symbols_in)
 from ..ops import OPS
 from ..tensor.device import STATS
-from ..tensor.dispatch import apply, apply_inplace
+from ..tensor.dispatch import apply, apply_inplace, binary, unary
 from ..tensor.tensor import Tensor
 from ..tensor import functional as T
+from ..ops.registry import ELEMENTWISE
 
 
 class _Region:
@@ -47,8 +48,6 @@ class _Region:
                 self.kernel = compile_region(self.node.regions[0], self.node.source,
                                              self.node.attrs["kind"])
             if self.kernel is not None:
-                from ..tensor.tensor import Tensor
-
                 arrays = [t._data if isinstance(t, Tensor) else t for t in inputs]
                 if registry.get(self.backend).device == "cuda":
                     STATS["kernels"][f"fused[{self.node.attrs['kind']}]"] += 1
@@ -64,9 +63,6 @@ class Interpreter:
                  carriers: frozenset = frozenset()):
         """`owner`: the compiled script graph this is part of; on the numba backend its
         straight-line parts then run as compiled segments (forward and backward)."""
-        from ..ops.registry import ELEMENTWISE
-        from ..tensor.dispatch import binary, unary
-
         self.graph = graph
         self.backend = backend
         slot = {v: i for i, v in enumerate(graph.inputs)}

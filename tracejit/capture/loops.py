@@ -17,17 +17,21 @@ per iteration, which is most of what a small step (one RNN cell) costs otherwise
 """
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
 import numpy as np
 
-from ..core.modes import STATE, set_grad
+from ..core.modes import enable_grad, set_grad, STATE
 from ..tensor.node import FREED_MESSAGE, Node
 from ..core.float_errors import quiet, restore
 from ..ir.graph import Value
-from ..tensor.dispatch import _edge, counter
+from ..tensor.dispatch import _edge, apply, counter
 from ..tensor.tensor import Tensor, _make
 from .autodiff import random_generators, rng_kept, rng_states
+from ..autograd import grad as autograd_grad
+from .interpreter import Interpreter
+from ..ops import OPS
 
 
 class Plan:
@@ -242,12 +246,6 @@ class ScriptLoopBackward(Node):
     def _replay(self, grads):
         """The input gradients by running the loop's forward again through eager autograd
         (each segment on the interpreter) and differentiating that, under create_graph."""
-        from ..autograd import grad as autograd_grad
-        from ..core.modes import enable_grad
-        from .interpreter import Interpreter
-        from ..ops import OPS
-        from ..tensor.dispatch import apply
-
         with enable_grad():
             names = {-1 - k: apply(OPS.expand, t, shape=t._data.shape)
                      for k, t in enumerate(self.inputs)}
@@ -336,8 +334,6 @@ class Deferred:
 
     @staticmethod
     def build(bt, outside: int):
-        import dataclasses
-
         from ..ir.passes import PassManager
         from .autodiff import _runner
 
@@ -409,8 +405,6 @@ class _Sums:
         self.parts.setdefault((key, form), []).append(parts)
 
     def finish(self, acc: _Accumulator) -> None:
-        from ..ops import OPS
-
         for (key, (kind, shape)), parts in self.parts.items():
             token = quiet()  # inf and nan are results (core/float_errors.py)
             try:

@@ -14,12 +14,13 @@ import numpy as np
 from ..core.modes import STATE
 from ..core.errors import ScriptError
 from ..ir.graph import BIND, GUARD, SIZE, Graph, Value
-from ..core.symbolic import SymInt, decide, has_sym, hint_of
+from ..core.symbolic import decide, has_sym, hint_of, map_leaves, SymInt
 from ..ops import OPS
 from ..ops.registry import AVal
-from ..tensor.dispatch import user_frame
+from ..tensor.dispatch import apply, apply_inplace, user_frame
 from ..tensor.tensor import Size, Tensor
 from ..ops.indexing import Slot
+from ..dtypes import bool_, int64
 
 DISPLAY_NAMES = ["B", "T", "N", "M", "K", "L", "P", "Q", "R", "U", "V", "W"]
 
@@ -139,8 +140,6 @@ class Recorder:
     def canonicalize_sizes(self) -> None:
         """Apply the size equalities the trace proved (`T == N`, `T == 784`): one symbol
         per size class, constants where a size was pinned, so types compare equal."""
-        from ..core.symbolic import map_leaves
-
         mapping: dict = {}
 
         def find(sym):
@@ -265,8 +264,6 @@ class Recorder:
     def size_value(self, lhs, op: str | None = None, rhs=None, value=None) -> Tensor:
         """A 0-d tensor holding a size (op None) or a comparison of sizes, computed when
         the program runs; `value` is what it is in this call."""
-        from ..dtypes import bool_, int64
-
         if value is None:
             value = hint_of(lhs)
         dtype = int64 if op is None and not isinstance(value, bool) else bool_
@@ -331,8 +328,6 @@ class Recorder:
 
     # ---- ops -------------------------------------------------------------------------------
     def apply(self, op, args, attrs):
-        from ..tensor.dispatch import apply
-
         if attrs and any(isinstance(v, Tensor) for v in attrs.values()):
             attrs = self._read_tensor_attrs(op, attrs)
         STATE.capture = None
@@ -488,8 +483,6 @@ class Recorder:
     def apply_inplace(self, op, target: Tensor, others, attrs):
         """Record `target.op_(*others)` functionally: the target (and, through a view,
         its base) gets a new value; every other view of that base is re-derived."""
-        from ..tensor.dispatch import apply_inplace
-
         if attrs and any(isinstance(v, Tensor) for v in attrs.values()):
             attrs = self._read_tensor_attrs(op, attrs)
         base, chain = self.view_chains.get(id(target), (None, ()))

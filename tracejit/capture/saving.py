@@ -28,6 +28,11 @@ from ..ir.graph import Graph, ListType, Node, Value
 from ..core.symbolic import SymInt
 from .trace import TracedFunction
 from ..ir.verifier import VerificationError
+from ..ops.indexing import Slot
+from ..tensor.tensor import _make, Tensor
+from .compiled import CompiledGraph
+from ..backends.guards import GuardMiss
+from ..tensor.creation import tensor
 
 FORMAT = "tracejit.program"
 VERSION = 1
@@ -74,8 +79,6 @@ class _Writer:
         return key
 
     def literal(self, x):
-        from ..ops.indexing import Slot
-
         if x is None or isinstance(x, (bool, str)):
             return x
         if isinstance(x, int):
@@ -152,8 +155,6 @@ class _Reader:
         return np.array(self.arrays[key])
 
     def literal(self, x):
-        from ..ops.indexing import Slot
-
         if not isinstance(x, dict):
             if isinstance(x, list):
                 raise SaveError("tj.jit.load: malformed literal")
@@ -187,8 +188,6 @@ class _Reader:
         if kind == "dict":
             return {k: self.literal(v) for k, v in body}
         if kind == "tensor":
-            from ..tensor.tensor import _make
-
             return _make(self.array(body))
         raise SaveError(f"tj.jit.load: unknown literal {kind!r}")
 
@@ -357,9 +356,6 @@ class LoadedTrace:
     """One saved trace: its graph compiled for calls, and what it checks of inputs."""
 
     def __init__(self, enc: dict, reader: _Reader, params: dict):
-        from ..tensor.tensor import _make
-        from .compiled import CompiledGraph
-
         graph = reader.graph(enc["graph"])
         graph.verify()
         self.bindings = [(int(i), int(d), _size_source(sym)) for i, d, sym in enc["bindings"]]
@@ -393,8 +389,6 @@ class LoadedTrace:
 
     def accepts(self, args: tuple) -> str | None:
         """None when these inputs pass the saved trace's entry checks, else why not."""
-        from ..tensor.tensor import Tensor
-
         args, why = self._tensors(args)
         if why is not None:
             return why
@@ -411,8 +405,6 @@ class LoadedTrace:
         return self.check(env)
 
     def run(self, args: tuple):
-        from ..backends.guards import GuardMiss
-
         inputs = self._tensors(args)[0] + [t for _, t in self.params] + self.captured
         try:
             outs = self.compiled.call(inputs)
@@ -458,8 +450,6 @@ class LoadedFunction:
 
     def __call__(self, *args):
         if self._int_params:  # as the scripted program took them: a Python int as data
-            from ..tensor.creation import tensor
-
             args = tuple(tensor(a) if k in self._int_params and type(a) is int else a
                          for k, a in enumerate(args))
         reasons = []

@@ -29,6 +29,7 @@ from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
 from ..ir.graph import BIND, LOOP
 from ..nn.module import Module
+from ..codegen.plan import plan_elementwise, plan_row
 
 DEFAULT_BUDGET = 8
 _SCALAR_TYPES = frozenset({int, float, bool, str, type(None)})
@@ -416,8 +417,6 @@ class TracedFunction:
                              f"{seg._program.source}")
         if backends.get(tr.backend).device == "cuda":  # the kernels' CUDA source
             from ..backends.cuda import kernels as cuda_kernels
-            from ..codegen.plan import plan_elementwise, plan_row
-
             def generate(region):
                 return cuda_kernels.render_elementwise(plan_elementwise(region))
 

@@ -3,7 +3,7 @@ calling its function of `tj.nn.functional`."""
 from __future__ import annotations
 
 from ..tensor.creation import full
-from . import functional as F
+from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
 
@@ -156,8 +156,6 @@ class PReLU(Module):
         self.weight = Parameter(full((num_parameters,), init, dtype=dtype))
 
     def reset_parameters(self) -> None:
-        from . import init
-
         init.constant_(self.weight, self.init)
 
     def forward(self, input):

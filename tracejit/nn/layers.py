@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-from ..tensor.creation import empty
-from . import functional as F
-from . import init
+from ..tensor.creation import empty, ones, tensor, zeros
+from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
+from .. import dtypes
+from ..tensor.functional import flatten, unflatten
 
 
 class Linear(Module):
@@ -274,9 +275,6 @@ class _BatchNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, dtype=None):
         super().__init__()
-        from .. import dtypes
-        from ..tensor.creation import ones, tensor, zeros
-
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
@@ -907,8 +905,6 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
-        from ..tensor.functional import flatten
-
         return flatten(input, self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
@@ -923,8 +919,6 @@ class Unflatten(Module):
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, input):
-        from ..tensor.functional import unflatten
-
         return unflatten(input, self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:

@@ -7,6 +7,9 @@ from typing import Iterator
 from ..runtime import memory
 from ..tensor.tensor import Tensor
 from .parameter import Parameter
+from ..core.modes import no_grad
+from ..tensor.creation import as_tensor
+from ..tensor.functional import to
 
 
 def _dtype_only(args, kwargs) -> bool:
@@ -220,8 +223,6 @@ class Module:
 
     def load_state_dict(self, state_dict, strict: bool = True):
         """Copy tensors into parameters and buffers; with strict, every key must match."""
-        from ..core.modes import no_grad
-
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -238,8 +239,6 @@ class Module:
         if problems:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                + "\n\t".join(problems))
-        from ..tensor.creation import as_tensor
-
         with no_grad():
             for k, v in state_dict.items():
                 if k in own:
@@ -247,8 +246,6 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     def to(self, *args, **kwargs) -> "Module":
-        from ..tensor.functional import to
-
         for m in self.modules():
             for store in (m._parameters, m._buffers):
                 for _name, v in store.items():

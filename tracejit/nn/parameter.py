@@ -1,7 +1,8 @@
 """`nn.Parameter`: a leaf tensor that modules register as trainable."""
 from __future__ import annotations
 
-from ..tensor.tensor import Tensor, _make
+from ..tensor.tensor import _copy_memory, _make, Tensor
+from ..tensor.creation import tensor
 
 
 class Parameter(Tensor):
@@ -10,8 +11,6 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
-        from ..tensor.creation import tensor
-
         if data is None:
             data = tensor([])
         p = object.__new__(cls)
@@ -28,8 +27,6 @@ class Parameter(Tensor):
         """A Parameter over a copy of the values, with the same requires_grad (its grad is
         not copied, as in PyTorch)."""
         if id(self) not in memo:
-            from ..tensor.tensor import _copy_memory
-
             memo[id(self)] = Parameter(_make(_copy_memory(self, memo)), self.requires_grad)
         return memo[id(self)]
 

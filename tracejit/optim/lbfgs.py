@@ -9,6 +9,8 @@ import math
 import numpy as np
 
 from .optimizer import Optimizer
+from ..core.modes import enable_grad, no_grad
+from ..tensor.creation import tensor
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
@@ -127,9 +129,6 @@ class LBFGS(Optimizer):
         return np.concatenate([p.detach().cpu().numpy().reshape(-1) for p in self._params])
 
     def _set(self, flat: np.ndarray, add: bool) -> None:
-        from ..core.modes import no_grad
-        from ..tensor.creation import tensor
-
         offset = 0
         with no_grad():
             for p in self._params:
@@ -143,8 +142,6 @@ class LBFGS(Optimizer):
                 offset += n
 
     def _loss(self, closure) -> tuple:
-        from ..core.modes import enable_grad
-
         with enable_grad():
             loss = closure()
         return loss, float(loss)

@@ -9,6 +9,9 @@ from .. import dtypes as dt
 from ..backends import registry as backends
 from ..runtime import memory
 from ..tensor.tensor import _make
+from ..core.modes import enable_grad, no_grad
+from ..capture.trace import trace
+from ..tensor.creation import as_tensor, tensor
 
 
 class Optimizer:
@@ -54,8 +57,6 @@ class Optimizer:
         of a dozen eager ops each, with the step's numbers (learning rate, bias
         corrections) passed as 0-dim tensors so that one trace serves every step. The
         kernels give the eager update's bits. `foreach=False` keeps the eager loop."""
-        from ..core.modes import enable_grad, no_grad
-
         loss = None
         if closure is not None:
             with enable_grad():
@@ -119,9 +120,6 @@ class Optimizer:
         numbers = self._numbers(group, states)  # (advances the states' step counts)
         if numbers is None:
             return False
-        from ..capture.trace import trace
-        from ..tensor.creation import tensor
-
         numbers = tuple(tensor(x, dtype=dt.float64) for x in numbers)
         args = (params, [p.grad for p in params], [self._buffers(st) for st in states],
                 numbers)
@@ -181,8 +179,6 @@ class Optimizer:
                                                                          self.param_groups)):
             raise ValueError("loaded state dict has a different number of parameter groups or "
                              "parameters than this optimizer")
-        from ..tensor.creation import as_tensor
-
         params = {}
         for g, mine in zip(groups, self.param_groups):
             for i, p in zip(g["params"], mine["params"]):

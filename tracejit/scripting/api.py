@@ -17,6 +17,7 @@ from ..core.symbolic import SymInt
 from ..tensor.tensor import Tensor
 from .frontend import convert
 from ..nn.module import Module
+from ..tensor.creation import tensor
 
 
 class _Scripted:
@@ -45,8 +46,6 @@ class _Scripted:
                 check(args[k])
         if not self._int_params:
             return args
-        from ..tensor.creation import tensor
-
         # a size outside a recording (an eager iteration finishing a scripted loop) is the
         # int it stands for; inside one it is passed on as it is (the call is inlined)
         recording = STATE.capture is not None

@@ -13,7 +13,9 @@ import numpy as np
 from .. import dtypes as dt
 from ..core.modes import no_grad, STATE
 from . import engine as _engine
-from .node import FRESH_VIEW, STALE_VIEWS
+from .node import AccumulateGrad, FRESH_VIEW, STALE_VIEWS
+from ..ops.rules import normalize_dim
+from ..ops import OPS
 
 _from_np = dt._BY_NP
 
@@ -222,8 +224,6 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self.shape
-        from ..ops.rules import normalize_dim
-
         return self.shape[normalize_dim(dim, self._data.ndim, "size")]
 
     def dim(self) -> int:
@@ -364,8 +364,6 @@ class Tensor:
         ref = getattr(self, "_accum", None)
         acc = ref() if type(ref) is weakref.ref else ref
         if acc is None:
-            from .node import AccumulateGrad
-
             acc = AccumulateGrad(self)
             self._accum = weakref.ref(acc)
         if keep:
@@ -378,7 +376,6 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A tensor sharing data (and version counter) with no history."""
-        from ..ops import OPS
         from .dispatch import apply
 
         return apply(OPS.detach, self)

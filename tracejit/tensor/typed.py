@@ -4,18 +4,15 @@ tj.FloatTensor)` asks for a CPU tensor of that dtype."""
 from __future__ import annotations
 
 from .. import dtypes as dt
+from .tensor import Tensor
+from .creation import empty, tensor
 
 
 class _TypedTensor(type):
     def __instancecheck__(cls, obj) -> bool:
-        from .tensor import Tensor
-
         return isinstance(obj, Tensor) and obj.dtype is cls.dtype and not obj.is_cuda
 
     def __call__(cls, *args, device=None):
-        from .creation import empty, tensor
-        from .tensor import Tensor
-
         if not args:
             return empty(0, dtype=cls.dtype, device=device)
         if all(type(a) is int for a in args) or (len(args) == 1 and isinstance(

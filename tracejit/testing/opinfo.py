@@ -13,7 +13,9 @@ import itertools
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections import Counter, defaultdict
@@ -901,10 +903,6 @@ class CudaColumn:
     for the cells. `cells()` says "n/a" (and `missing` why) where the simulator cannot run."""
 
     def __init__(self):
-        import os
-        import subprocess
-        import tempfile
-
         self._dir = tempfile.TemporaryDirectory(prefix="tracejit-opinfo-cuda-")
         self._out = os.path.join(self._dir.name, "cells.jsonl")
         self._log = open(os.path.join(self._dir.name, "log.txt"), "w+")  # noqa: SIM115
@@ -918,8 +916,6 @@ class CudaColumn:
             text=True)
 
     def submit(self, eid: str, chosen: tuple[str, int] | None) -> None:
-        import json
-
         self._asked.append(eid)
         if chosen is None or self._proc.poll() is not None:
             return
@@ -930,10 +926,6 @@ class CudaColumn:
             pass
 
     def cells(self, timeout: float = 900) -> dict:
-        import json
-        import os
-        import subprocess
-
         try:
             self._proc.stdin.close()
         except OSError:

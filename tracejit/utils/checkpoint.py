@@ -6,6 +6,7 @@ from ..core.modes import enable_grad
 from ..ops.creation import GENERATOR
 from ..tensor.tensor import Tensor
 from ..tensor.node import AccumulateGrad
+from ..autograd import grad as autograd_grad
 
 
 class _Checkpoint(Function):
@@ -18,8 +19,6 @@ class _Checkpoint(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        from ..autograd import grad as autograd_grad
-
         saved = iter(ctx.saved_tensors)
         inputs = [next(saved).detach().requires_grad_(True) if a is None and _needs(ctx, i)
                   else (next(saved).detach() if a is None else a)

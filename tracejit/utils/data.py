@@ -11,6 +11,7 @@ from ..ops.creation import GENERATOR
 from ..tensor.creation import tensor
 from ..tensor.functional import stack
 from ..tensor.tensor import Tensor
+from .. import distributed as dist
 
 
 class Dataset:
@@ -141,8 +142,6 @@ class DistributedSampler:
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle: bool = True,
                  seed: int = 0, drop_last: bool = False):
-        from .. import distributed as dist
-
         if num_replicas is None:
             num_replicas = dist.get_world_size()
         if rank is None:
