@@ -451,8 +451,6 @@ def _size_codes(region: Graph) -> list:
 
 def _shape_codes(v: Value) -> list:
     """Per dimension of v: an int, or the compiled expression of a symbolic size."""
-    from ..core.symbolic import SymInt
-
     return [compile(d.source(), "<size>", "eval") if isinstance(d, SymInt) else d
             for d in v.shape]
 

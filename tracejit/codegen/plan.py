@@ -182,8 +182,6 @@ def one_op_region(op, inputs: list, attrs: dict | None = None) -> Graph:
     """The region of one elementwise op on concrete inputs (arrays with `.dtype`/`.shape`
     or Python scalars): how eager execution on a device runs an op as a kernel of the
     same description as a fused one."""
-    from ..ops.registry import AVal
-
     attrs = attrs or {}
     region = Graph(f"{op.name}_kernel", made_by="eager")
     operands, avals = [], []

@@ -285,8 +285,6 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     if p == 1.0:
         out = input * 0.0
     else:
-        from ..tensor.creation import rand
-
         mask = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
         keep = rand(*mask, dtype=input.dtype, device=input.device) >= p
         out = input * keep * (1.0 / (1.0 - p))

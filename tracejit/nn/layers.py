@@ -329,8 +329,6 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         if elementwise_affine:
-            from ..tensor.creation import ones, zeros
-
             self.weight = Parameter(ones(*self.normalized_shape, dtype=dtype))
             if bias:
                 self.bias = Parameter(zeros(*self.normalized_shape, dtype=dtype))

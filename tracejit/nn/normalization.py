@@ -13,7 +13,7 @@ from ..tensor import functional as F
 from .functional import _mixed_params
 from .module import Module
 from .parameter import Parameter
-from ..tensor.creation import zeros
+from ..tensor.creation import ones, tensor, zeros
 
 __all__ = ["group_norm", "instance_norm", "rms_norm", "local_response_norm"]
 
@@ -154,8 +154,6 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
 # ---- modules ---------------------------------------------------------------------------
 
 def _ones_zeros(n, dtype, bias: bool = True):
-    from ..tensor.creation import ones, zeros
-
     return Parameter(ones(*n, dtype=dtype)), (Parameter(zeros(*n, dtype=dtype)) if bias
                                               else None)
 
@@ -191,8 +189,6 @@ class _InstanceNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = False, track_running_stats: bool = False, dtype=None):
         super().__init__()
-        from ..tensor.creation import ones, tensor, zeros
-
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         weight, bias = _ones_zeros((num_features,), dtype) if affine else (None, None)

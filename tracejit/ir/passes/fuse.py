@@ -15,6 +15,7 @@ import heapq
 from ...ops import OPS
 from ...ops.registry import ELEMENTWISE, REDUCE, SHAPE
 from ...ops.scalar import IDENTITY
+from ...core.symbolic import same_dim
 from ..graph import FUSED, Graph, Value, symbols_bound, symbols_read
 from .rewrite import Builder
 
@@ -35,8 +36,6 @@ def _row_reduction(node) -> bool:
     """A reduction over the last dimension only: it fuses into a row kernel. That
     includes `sum_to` a shape that differs only by a last dimension of 1 (gradients
     of row broadcasts)."""
-    from .rewrite import same_dim
-
     if not node.inputs or not isinstance(node.inputs[0], Value):
         return False
     shape = node.inputs[0].shape
@@ -61,8 +60,6 @@ def column_sum(node) -> bool:
     a norm's weight). It fuses into a row kernel, which adds each row into the partial
     sums of its block of rows as it goes, instead of writing the summed value out and
     reading it back."""
-    from .rewrite import same_dim
-
     if node.op != "sum_to" or not node.inputs or not isinstance(node.inputs[0], Value):
         return False
     shape, target = node.inputs[0].shape, node.attrs["shape"]
@@ -74,8 +71,6 @@ def column_sum(node) -> bool:
 def _fits_frame(values, frame) -> bool:
     """Every value broadcasts to [*lead, N] along whole rows: right-aligned, each leading
     size equal or 1, the last N or 1 (a value per row)."""
-    from .rewrite import same_dim
-
     lead, n = frame
     for v in values:
         if len(v.shape) > len(lead) + 1 or not v.shape:
@@ -130,8 +125,6 @@ def _downstream(node, users) -> set:
 
 
 def _same_frame(a, b) -> bool:
-    from .rewrite import same_dim
-
     return len(a[0]) == len(b[0]) and all(same_dim(x, y) for x, y in zip(
         a[0] + (a[1],), b[0] + (b[1],)))
 
@@ -159,8 +152,6 @@ def _one_space(values) -> bool:
     """The values' shapes broadcast to one shape, decided without run-time sizes: an
     elementwise kernel iterates over it (an outer product's [M, N] and another's [K, N]
     read the same [1, N] row, but are two loops)."""
-    from .rewrite import same_dim
-
     rank = max((len(v.shape) for v in values), default=0)
     for d in range(1, rank + 1):
         size = None
@@ -233,8 +224,6 @@ def fuse(graph: Graph) -> Graph:
 
     def can_join(n, g) -> str | None:
         """None if n may join group g, else the reason it may not."""
-        from .rewrite import same_dim
-
         for x in n.inputs:
             if isinstance(x, Value) and x in terminal:
                 return terminal[x]

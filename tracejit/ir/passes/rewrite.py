@@ -69,8 +69,6 @@ class Builder:
         input object, or one object for two, where the program made a new tensor. The
         source value a merged value was copied from (not merged into it) keeps it: `h`
         handed on with `g = h * 1.0` is h itself, g the copy, as in eager."""
-        from ..graph import ListType
-
         inputs, given, out, clones = set(self.graph.inputs), {}, [], []
         keeps = {}
         here = [o for o in olds if isinstance(o, Value)]
