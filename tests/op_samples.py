@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from tracejit import dtypes as dt
+from tracejit.core import dtypes as dt
 from tracejit.ops.indexing import Slot
 
 RNG = np.random.default_rng(1234)

@@ -14,7 +14,7 @@ import tracejit
 ROOT = pathlib.Path(tracejit.__file__).parent
 
 # the lower layers, bottom first: each imports only those before it (and itself)
-LAYERS = ("core", "dtypes", "runtime", "ops", "ir", "codegen", "backends")
+LAYERS = ("core", "runtime", "ops", "ir", "codegen", "backends")
 
 # the eager runtime (tensors, dispatch, the autograd engine) and the user-facing packages
 # built on it, which it must not import
@@ -115,7 +115,7 @@ def test_the_eager_runtime_imports_no_package_built_on_it():
 
 
 def test_the_lower_layers_import_only_downwards():
-    """core, dtypes, runtime, ops, ir, codegen and backends: none imports a layer above it
+    """core, runtime, ops, ir, codegen and backends: none imports a layer above it
     or the eager runtime (tensors, autograd, capture), counting imports inside functions."""
     graph = import_graph()
     for k, unit in enumerate(LAYERS):
@@ -125,7 +125,7 @@ def test_the_lower_layers_import_only_downwards():
 
 def test_the_leaf_packages_stay_leaves():
     graph = import_graph()
-    for unit in ("dtypes", "_startup", "core"):
+    for unit in ("_startup", "core"):
         assert not graph.get(unit), (unit, graph.get(unit))
 
 

@@ -185,7 +185,7 @@ def test_comparisons_return_bool_and_reductions_of_ints_are_int64():
 
 def test_result_type_matches_pytorch_over_all_dtype_pairs():
     torch = pytest.importorskip("torch")
-    from tracejit import dtypes as dt
+    from tracejit.core import dtypes as dt
 
     names = ["bool", "int32", "int64", "float16", "float32", "float64"]
     for a in names:

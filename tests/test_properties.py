@@ -34,7 +34,7 @@ def test_binary_ops_match_numpy_with_pytorch_promotion(shapes, da, db):
     assert tuple(out.shape) == expected.shape
     np.testing.assert_allclose(out.numpy().astype(np.float64), expected.astype(np.float64),
                                rtol=1e-5)
-    from tracejit import dtypes
+    from tracejit.core import dtypes
 
     assert out.dtype is dtypes.result_type(ta, tb)
 

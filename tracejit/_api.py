@@ -8,9 +8,9 @@ from . import _startup
 _startup.pause_collector()  # see _startup.py: the collector and the imports
 try:
     from . import ops  # noqa: F401  (registers the op table first)
-    from . import dtypes as _dtypes
+    from .core import dtypes as _dtypes
     from . import cuda  # noqa: F401  (tj.cuda; Numba's CUDA target is imported on first use)
-    from .dtypes import dtype
+    from .core.dtypes import dtype
     from .tensor import (Size, Tensor, arange, as_tensor, device, empty, empty_like, eye,
                          from_numpy, full, full_like, initial_seed, linspace, manual_seed, ones,
                          ones_like, rand, rand_like, randint, randn, randn_like, randperm,

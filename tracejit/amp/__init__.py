@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..core.modes import STATE
 
 _DEVICE_TYPES = ("cpu", "cuda")

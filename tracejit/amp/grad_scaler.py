@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends.cuda.device import is_available
 from ..core.modes import no_grad
-from .. import dtypes
+from ..core import dtypes
 from ..tensor.creation import tensor
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"

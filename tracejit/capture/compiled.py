@@ -16,7 +16,7 @@ from .interpreter import CARRIER_OFFSET, Interpreter
 from ..ops import OPS
 from ..tensor.dispatch import apply, apply_inplace, counter
 from ..autograd import grad as autograd_grad
-from ..dtypes import bool_
+from ..core.dtypes import bool_
 from ..ir.graph import Value
 from ..core.symbolic import SymInt, map_leaves
 

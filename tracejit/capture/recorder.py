@@ -20,7 +20,7 @@ from ..ops.registry import AVal
 from ..tensor.dispatch import apply, apply_inplace, user_frame
 from ..tensor.tensor import Size, Tensor
 from ..ops.indexing import Slot
-from ..dtypes import bool_, int64
+from ..core.dtypes import bool_, int64
 
 DISPLAY_NAMES = ["B", "T", "N", "M", "K", "L", "P", "Q", "R", "U", "V", "W"]
 

@@ -23,7 +23,7 @@ import zipfile
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..ir.graph import Graph, ListType, Node, Value
 from ..core.symbolic import SymInt
 from .trace import TracedFunction

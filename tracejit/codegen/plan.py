@@ -21,7 +21,7 @@ from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE, AVal
 from ..ops.rules import compute_dtype
 from ..ops.scalar import Call, Const, Expr, IDENTITY, Monoid, Ref, X, Y
-from .. import dtypes as dt
+from ..core import dtypes as dt
 
 
 class Unsupported(Exception):

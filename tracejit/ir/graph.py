@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..core.symbolic import SymInt, map_leaves, plain_symbol, symbols_in
 
 

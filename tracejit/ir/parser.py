@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..core.symbolic import SymInt
 from ..ops.indexing import Slot
 from .graph import FUSED, GUARD, SCRIPT_OPS, Graph, ListType, Value

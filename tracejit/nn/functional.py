@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..tensor.composite import composite
 from ..core.modes import is_grad_enabled
 from ..tensor import functional as F

@@ -8,7 +8,7 @@ from ..tensor.creation import empty, ones, tensor, zeros
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
-from .. import dtypes
+from ..core import dtypes
 from ..tensor.functional import flatten, unflatten
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..tensor.composite import composite
 from ..tensor import functional as F
 from .functional import _mixed_params

@@ -15,7 +15,7 @@ from ..ir.graph import Value
 from ..core.symbolic import SymInt
 from ..ops import OPS
 from ..ops.windows import _fill
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..ops.indexing import Slot
 from ..ops.recurrent import state_width
 from ..ops.scalar import Arg, Call, Const

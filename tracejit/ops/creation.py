@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .registry import AVal, CREATION, RANDOM, register
-from ..dtypes import from_numpy_dtype
+from ..core.dtypes import from_numpy_dtype
 
 
 class _Generator:

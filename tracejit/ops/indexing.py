@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from .registry import AVal, INDEX, Loops, register
 from .rules import aval_of, broadcast_shapes
 from ..core.symbolic import SymInt

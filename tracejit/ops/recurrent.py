@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from .looplang import gemm
 from .registry import INDEX, OPS, AVal, Loops, register
 from .rules import aval_of

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from .registry import AVal, REDUCE, register
 from .scalar import ALL, ANY, MAX, MEAN, MIN, PROD, SUM
 from .rules import aval_of, reduced_shape

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 
 
 class AVal(NamedTuple):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..core.errors import ShapeError
 from ..core.float_errors import quiet, restore
 from ..core.symbolic import SymInt, is_dynamic, known_same

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from .registry import AVal, INDEX, SCAN, register
 from .rules import aval_of
 

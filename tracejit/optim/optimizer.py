@@ -5,7 +5,7 @@ import copy
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..backends import registry as backends
 from ..runtime import memory
 from ..tensor.tensor import _make

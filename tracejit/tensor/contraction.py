@@ -11,7 +11,7 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..ops.rules import broadcast_shapes, normalize_dim
 from . import functional as F
 from .tensor import Tensor

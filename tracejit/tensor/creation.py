@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..backends.cuda.device import is_available
 from ..ops import OPS
 from ..ops.creation import GENERATOR

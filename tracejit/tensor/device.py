@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from .. import dtypes
+from ..core import dtypes
 from ..backends.cuda import memory
 from ..codegen.plan import Unsupported, one_op_region, plan_elementwise
 from ..core.float_errors import quiet, restore

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..core.modes import STATE, set_grad
 from .node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
 from ..core.diagnostics import PACKAGE_DIR, user_frame, user_stacklevel  # noqa: F401

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..ops import OPS
 from . import functional as F
 from .dispatch import apply, apply_inplace

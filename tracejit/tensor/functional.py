@@ -13,7 +13,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from . import node as _node
 from .composite import composite
 from ..core.modes import STATE

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes as _dt
+from ..core import dtypes as _dt
 from ..ops.registry import OpDef
 from ..ops.rules import Meta
 from ..core.modes import STATE

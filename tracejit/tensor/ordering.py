@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from .composite import composite
 from ..ops import OPS
 from ..ops.indexing import Slot

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from ..core.modes import no_grad, STATE
 from . import engine as _engine
 from .node import AccumulateGrad, FRESH_VIEW, STALE_VIEWS

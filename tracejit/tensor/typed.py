@@ -3,7 +3,7 @@ data gives a tensor of the type's dtype, sizes an uninitialised one; `isinstance
 tj.FloatTensor)` asks for a CPU tensor of that dtype."""
 from __future__ import annotations
 
-from .. import dtypes as dt
+from ..core import dtypes as dt
 from .tensor import Tensor
 from .creation import empty, tensor
 

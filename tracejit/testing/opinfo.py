@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 import tracejit as tj
+from tracejit.core import dtypes
 from tracejit.ops import OPS
 from tracejit.tensor.device import STATS
 
@@ -268,7 +269,7 @@ class NotRepresentable(Exception):
     """A sample holds something tracejit has no counterpart for (a dtype, a generator)."""
 
 
-_TJ_DTYPES = {d.name for d in tj.dtypes.ALL}
+_TJ_DTYPES = {d.name for d in dtypes.ALL}
 
 
 def _dtype_name(torch_dtype) -> str:
@@ -293,7 +294,7 @@ def to_tracejit(obj):
         name = _dtype_name(obj)
         if name not in _TJ_DTYPES:
             raise NotRepresentable(f"dtype {name}")
-        return tj.dtypes.as_dtype(name)
+        return dtypes.as_dtype(name)
     if isinstance(obj, torch.Size):
         return tuple(obj)
     if isinstance(obj, torch.device):
