@@ -348,15 +348,18 @@ def _index(access: Access) -> str:
     return ", ".join("0" if d is None else f"i{d}_" for d in access.dims) or "()"
 
 
-def store_lines(plan: ElementwisePlan, indent: str, index: str, nested: bool) -> list:
+def store_lines(plan: ElementwisePlan, indent: str, index: str, nested: bool,
+                writes: dict = _WRITE) -> list:
     """The stores of an elementwise kernel's outputs (Numba's Python, shared with the
     CUDA renderer): at the loop's index, or at each output's own broadcast index, where a
-    smaller output is stored once per element, not once per broadcast copy."""
+    smaller output is stored once per element, not once per broadcast copy. `writes`:
+    per dtype, what turns a float32 register into the array's element (the CPU's float16
+    arrays are their bits)."""
     lines = []
     for o in plan.outputs:
         target = f"{o.param}[{_index(o) if nested else index}]"
         first = " and ".join(f"i{d}_ == 0" for d in o.first_only) if nested else ""
-        value = _converted(_WRITE, o.dtype, o.local)
+        value = _converted(writes, o.dtype, o.local)
         lines.append(f"{indent}if {first}: {target} = {value}" if first else
                      f"{indent}{target} = {value}")
     return lines

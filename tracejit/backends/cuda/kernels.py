@@ -64,21 +64,36 @@ _SIMULATOR_CODE.update({fn: f"np.arc{fn[1:]}({{0}})" for fn in ("asin", "acos", 
                                                                 "asinh", "acosh", "atanh")})
 
 
+# float16 values live in float32 registers, as on the CPU and in PyTorch's kernels: read
+# from the float16 arrays, rounded to float16 after each op (so each op's result is the one
+# eager computes), written back as float16
+_CUDA_READ = {"float16": "np.float32"}
+_CUDA_ROUND = {"float16": "np.float16"}
+_CUDA_WRITE = {"float16": "np.float16"}
+
+
 def render_statement(st: Statement) -> str:
     table = dict(CODE_FOR_FN, **_SIMULATOR_CODE) if simulated() else CODE_FOR_FN
+    rounding = _CUDA_ROUND.get(st.dtype)
 
-    def leaf(e) -> str:
+    def leaf(e, operand: bool = False) -> str:
         if isinstance(e, Arg):
-            return leaf(st.args[e.index])
+            return leaf(st.args[e.index], True)
         if isinstance(e, Ref):
             return e.name
         if st.dtype == "uint64" and type(e.value) is int:
             return unsigned_constant(e.value)
         text = _number(e.value)
+        if isinstance(e.value, bool) or st.dtype not in ("float32", "float16"):
+            return text
+        if rounding and operand:  # a Python operand meets float16 as float16 (as numpy's)
+            return f"np.float32({rounding}({text}))"
         # float32 math gets typed constants (a Python float would widen it to float64)
-        return f"np.float32({text})" if st.dtype == "float32" and not isinstance(
-            e.value, bool) else text
-    return f"{st.target} = {_NP_TYPES[st.dtype]}({render(st.expr, table.__getitem__, leaf)})"
+        return f"np.float32({text})"
+    expr = render(st.expr, table.__getitem__, leaf)
+    if rounding:
+        return f"{st.target} = np.float32({rounding}(np.float32({expr})))"
+    return f"{st.target} = {_NP_TYPES[st.dtype]}({expr})"
 
 
 def render_elementwise(plan: ElementwisePlan) -> str:
@@ -102,14 +117,20 @@ def render_elementwise(plan: ElementwisePlan) -> str:
                               f"        rest = rest // shape[{d}]"]
                 else:
                     lines.append("        i0_ = rest")
-        lines += [f"        {a.local} = {a.param}[{_index(a) if nested else 'i'}]"
+        lines += [f"        {a.local} = " + _read(a.dtype, f"{a.param}["
+                                                 f"{_index(a) if nested else 'i'}]")
                   for a in plan.inputs]
         lines += ["        " + ln for ln in body]
-        return lines + store_lines(plan, "        ", "i", nested)
+        return lines + store_lines(plan, "        ", "i", nested, _CUDA_WRITE)
 
     flat = kernel("flat", False) if plan.flat else []
     nd = kernel("nd", True) if plan.rank else []
     return "\n".join(_HEADER + flat + [""] + nd) + "\n"
+
+
+def _read(dtype: str, text: str) -> str:
+    f = _CUDA_READ.get(dtype)
+    return f"{f}({text})" if f else text
 
 
 def launch_config(n: int) -> tuple[int, int]:
@@ -125,9 +146,8 @@ class CudaRegionKernel:
     def __init__(self, region: Graph):
         self.region = region
         self.plan = plan_elementwise(region)
-        if any(a.dtype in ("float16", "bfloat16")
-               for a in self.plan.inputs + self.plan.outputs):
-            raise Unsupported("float16/bfloat16 kernels are not generated for CUDA yet")
+        if any(a.dtype == "bfloat16" for a in self.plan.inputs + self.plan.outputs):
+            raise Unsupported("bfloat16 kernels are not generated for CUDA yet")
         self.source = render_elementwise(self.plan)
         self.module = load_module(self.source, "cuda")
         self.out_shapes = [_shape_codes(v) for v in region.outputs]
