@@ -103,11 +103,20 @@ def unsigned_constant(value: int) -> str:
 
 def render_statement(st: Statement) -> str:
     """The CPU spelling of a statement: each scalar function from CODE_FOR_FN (or its
-    vectorisable form), float32 math with typed constants (a Python float literal would
-    widen it to float64), uint64 math with unsigned constants, and a Python number that
-    meets a float16/bfloat16 tensor rounded to that dtype first (as numpy does)."""
-    rounding = _ROUND.get(st.dtype)
+    vectorisable form)."""
     forms = _FORMS.get(st.dtype, {})
+    return spell_statement(st, lambda fn: forms.get(fn) or CODE_FOR_FN[fn], _ROUND,
+                           _FLOAT32_MATH)
+
+
+def spell_statement(st: Statement, code, rounding: dict, float32_math) -> str:
+    """A statement in Numba's Python (the CPU and CUDA renderers'): `code(fn)` spells each
+    scalar function; float32 math (the dtypes `float32_math` holds in float32 registers)
+    with typed constants (a Python float literal would widen it to float64), uint64 math
+    with unsigned constants, and a value of a dtype `rounding` names (float16, bfloat16)
+    computed in float32 and rounded by that function, as is a Python number meeting such
+    a tensor (as numpy does)."""
+    rounding = rounding.get(st.dtype)
 
     def leaf(e, operand: bool = False) -> str:
         if isinstance(e, Arg):
@@ -117,12 +126,12 @@ def render_statement(st: Statement) -> str:
         if st.dtype == "uint64" and type(e.value) is int:
             return unsigned_constant(e.value)
         text = _number(e.value)
-        if isinstance(e.value, bool) or st.dtype not in _FLOAT32_MATH:
+        if isinstance(e.value, bool) or st.dtype not in float32_math:
             return text
         if rounding and operand:
             return f"{rounding}(np.float32({text}))"
         return f"np.float32({text})"
-    expr = render(st.expr, lambda fn: forms.get(fn) or CODE_FOR_FN[fn], leaf)
+    expr = render(st.expr, code, leaf)
     if rounding:  # computed in float32, rounded to the value's type (as eager's numpy)
         return f"{st.target} = {rounding}(np.float32({expr}))"
     return f"{st.target} = {_NP_TYPES[st.dtype]}({expr})"

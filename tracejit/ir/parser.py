@@ -45,27 +45,33 @@ def parse_graph(text: str, hints: dict | None = None) -> Graph:
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
 
 
-def _split(text: str, sep: str = ",") -> list[str]:
-    """`text` split at `sep` where no bracket or string is open (parts stripped)."""
-    parts, depth, start, quote = [], 0, 0, None
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
+def _top_level(text: str):
+    """(index, character, bracket depth) of each character of `text` outside strings."""
+    depth, quote, skip = 0, None, False
+    for i, c in enumerate(text):
+        if skip:
+            skip = False
+        elif quote:
+            skip = c == "\\"
+            if c == quote:
                 quote = None
         elif c in "'\"":
             quote = c
-        elif c in _CLOSE:
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
+        else:
+            if c in ")]}":
+                depth -= 1
+            yield i, c, depth
+            if c in _CLOSE:
+                depth += 1
+
+
+def _split(text: str, sep: str = ",") -> list[str]:
+    """`text` split at `sep` where no bracket or string is open (parts stripped)."""
+    parts, start = [], 0
+    for i, c, depth in _top_level(text):
+        if c == sep and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
-        i += 1
     last = text[start:].strip()
     if last or parts:
         parts.append(last)
@@ -74,14 +80,8 @@ def _split(text: str, sep: str = ",") -> list[str]:
 
 def _strip_comment(line: str) -> tuple[str, str]:
     """(the line without a trailing `# ...`, the comment) where the # is outside strings."""
-    quote = None
-    for i, c in enumerate(line):
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c == "#":
+    for i, c, _ in _top_level(line):
+        if c == "#":
             return line[:i].rstrip(), line[i + 1:].strip()
     return line.rstrip(), ""
 
@@ -205,19 +205,9 @@ class _Parser:
     @staticmethod
     def _closes_at_end(text: str) -> bool:
         """Whether the bracket opening `text` is the one its last character closes."""
-        depth, quote = 0, None
-        for i, c in enumerate(text):
-            if quote:
-                if c == quote:
-                    quote = None
-            elif c in "'\"":
-                quote = c
-            elif c in _CLOSE:
-                depth += 1
-            elif c in ")]}":
-                depth -= 1
-                if depth == 0:
-                    return i == len(text) - 1
+        for i, c, depth in _top_level(text):
+            if c in ")]}" and depth == 0:
+                return i == len(text) - 1
         return False
 
     def attrs(self, text: str, lineno: int) -> dict:
