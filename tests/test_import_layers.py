@@ -48,12 +48,39 @@ def import_graph(root: pathlib.Path = ROOT) -> dict[str, set[str]]:
                          else [name])
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
+            elif _lazy_name(node):  # numba_loops = lazy("tracejit.backends.numba_loops")
+                names = [_lazy_name(node)]
             else:
                 continue
             for n in names:
                 if n.startswith("tracejit.") and _unit(tuple(n.split("."))) != src:
                     edges.setdefault(src, set()).add(_unit(tuple(n.split("."))))
     return edges
+
+
+def _lazy_name(node) -> str | None:
+    """The module a `lazy("...")` call names (core/lazy.py), else None."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy" and \
+            node.args and isinstance(node.args[0], ast.Constant):
+        return node.args[0].value
+    return None
+
+
+def imports_inside_functions(root: pathlib.Path = ROOT) -> list[tuple[str, int, str]]:
+    """(file, line, module) of every import statement inside a function."""
+    found = set()
+    for f in root.rglob("*.py"):
+        for fn in ast.walk(ast.parse(f.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom):
+                        name = "." * node.level + (node.module or "")
+                    elif isinstance(node, ast.Import):
+                        name = node.names[0].name
+                    else:
+                        continue
+                    found.add((str(f.relative_to(root.parent)), node.lineno, name))
+    return sorted(found)
 
 
 def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
@@ -148,3 +175,32 @@ def test_importing_tracejit_imports_no_compiler_and_no_optional_dependency():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.strip()
     assert out == "[]", out
+
+
+# the dependencies a function may import when it runs (they are optional: extras)
+OPTIONAL = ("onnx", "onnxruntime", "torch", "mpi4py", "ml_dtypes")
+
+
+def test_imports_inside_functions_are_optional_dependencies_or_few():
+    """Numba, llvmlite and tracejit's modules built on them are named at the top of their
+    users through `lazy` (core/lazy.py); a function imports only an optional dependency,
+    or (a few) a module of its own package that imports it back."""
+    found = imports_inside_functions()
+    other = [(f, line, m) for f, line, m in found
+             if m.split(".")[0] not in OPTIONAL and not m.startswith((".", "tracejit"))]
+    assert not other, f"imports inside functions of what is not optional: {other}"
+    own = [x for x in found if x[2].startswith((".", "tracejit"))]
+    assert len(own) <= 12, f"{len(own)} of tracejit's own imports inside functions: {own}"
+    assert len(found) <= 40, len(found)
+
+
+def test_the_import_graph_reads_lazy_modules(tmp_path):
+    """A lazy module is an import: hiding an upward import behind `lazy` still fails."""
+    pkg = tmp_path / "tracejit"
+    for unit, text in (("ir", 'passes = lazy("tracejit.capture.trace")\n'),
+                       ("capture", "from ..ir import graph\n")):
+        (pkg / unit).mkdir(parents=True)
+        (pkg / unit / "__init__.py").write_text(text)
+    edges = import_graph(pkg)
+    assert edges == {"ir": {"capture"}, "capture": {"ir"}}
+    assert cycles(edges) == [{"ir", "capture"}]

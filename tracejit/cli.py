@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+import re
 import runpy
 import sys
+import time
 from pathlib import Path
+
+import tracejit as tj  # (in a command's process, names are imported at the first use)
+
+from . import __version__, _import_names
+from ._startup import freeze_imports
+from .core.lazy import lazy
+
+# what the commands use, imported when one runs (`--help` and `--version` import none)
+demo = lazy("tracejit.demo")
+kernel_cache = lazy("tracejit.runtime.kernel_cache")
+symbolic = lazy("tracejit.core.symbolic")
+fuzzing = lazy("tracejit.testing.fuzz")
+script_fuzzing = lazy("tracejit.testing.script_fuzz")
 
 
 class InputError(Exception):
@@ -57,10 +73,6 @@ def _bench(args) -> int:
 
 def _parse_input(spec: str):
     """`f32[8,784]` -> a random tensor of that dtype and shape (ints: 0..9)."""
-    import re
-
-    import tracejit as tj
-
     if re.fullmatch(r"\s*-?[0-9]+\s*", spec):  # a Python int (a scripted `n: int`)
         return int(spec)
     m = re.fullmatch(r"\s*([a-z0-9]+)\[([0-9, ]*)\]\s*", spec)
@@ -78,8 +90,6 @@ def _parse_input(spec: str):
 
 def _load_target(target: str, command: str):
     """The object FILE.py:NAME names (a Module class is instantiated)."""
-    import tracejit as tj
-
     path, _, name = target.rpartition(":")
     if not path or not name:
         raise InputError(f"{command}: expected FILE.py:NAME, got {target!r}")
@@ -97,10 +107,6 @@ def _load_target(target: str, command: str):
 
 def _check_inputs(obj, inputs: list, command: str) -> None:
     """One --input per positional argument the function (or forward) takes."""
-    import inspect
-
-    import tracejit as tj
-
     fn = obj.forward if isinstance(obj, tj.nn.Module) else obj
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -121,8 +127,6 @@ def _check_inputs(obj, inputs: list, command: str) -> None:
 
 
 def _dump(args) -> int:
-    import tracejit as tj
-
     obj = _load_target(args.target, "dump")
     inputs = tuple(_parse_input(s) for s in args.input)
     _check_inputs(obj, inputs, "dump")
@@ -168,10 +172,6 @@ def _dump(args) -> int:
 def _export(args) -> int:
     """`export FILE.py:NAME --input f32[B,784] -o model.onnx`: a letter in a size names a
     dynamic dimension (traced at an example size of 3)."""
-    import re
-
-    import tracejit as tj
-
     obj = _load_target(args.target, "export")
     inputs, dynamic = [], {}
     for k, spec in enumerate(args.input):
@@ -197,8 +197,6 @@ def _export(args) -> int:
 
 
 def _cache(args) -> int:
-    from .runtime import kernel_cache
-
     if args.action == "clear":
         print(f"removed {kernel_cache.clear()} cached files")
         return 0
@@ -214,18 +212,14 @@ def _cache(args) -> int:
 def _fuzz(args) -> int:
     if args.script:
         return _script_fuzz(args)
-    import time
-
-    from .testing.fuzz import format_mismatch, fuzz
-
     t0 = time.perf_counter()
     backends = tuple(args.backend) if args.backend else ("interpret", "numba")
-    reports = fuzz(args.n, args.seed, backends, calls=args.calls, verbose=args.verbose)
+    reports = fuzzing.fuzz(args.n, args.seed, backends, calls=args.calls, verbose=args.verbose)
     bad = 0
     for backend, report in reports.items():
         print(f"{backend}: {report}")
         for m in report.mismatches[:args.show]:
-            print(format_mismatch(m))
+            print(fuzzing.format_mismatch(m))
         bad += len(report.mismatches)
     print(f"seeds {args.seed}..{args.seed + args.n - 1}, {time.perf_counter() - t0:.1f} s")
     return 1 if bad else 0
@@ -233,10 +227,7 @@ def _fuzz(args) -> int:
 
 def _script_fuzz(args) -> int:
     """`fuzz --script`: random scripted programs against eager (testing/script_fuzz.py)."""
-    import time
-
-    from .testing import script_fuzz as sf
-
+    sf = script_fuzzing
     constructs = set(sf.ALL if args.all else sf.DEFAULT)
     for name in (args.with_ or []) + (args.without or []):
         if name not in sf.CONSTRUCTS:
@@ -280,13 +271,11 @@ def _print_stages(stages, sources: bool) -> None:
 def _pinned_sizes(forward, backward) -> dict:
     """Size symbols of the backward graph whose values the forward graph's inputs fix
     (a weight's 784 is `T` in a backward derived for every size): symbol -> size."""
-    from .core.symbolic import plain_symbol
-
     shapes = {v.name: v.shape for v in forward.inputs}
     pinned: dict = {}
     for v in backward.inputs:
         for fwd, bwd in zip(shapes.get(v.name, ()), v.shape):
-            sym = plain_symbol(bwd)
+            sym = symbolic.plain_symbol(bwd)
             if isinstance(fwd, int) and sym is not None:
                 pinned.setdefault(sym, fwd)
     return pinned
@@ -296,8 +285,6 @@ def main(argv=None) -> int:
     """Parse the command line and run its command; `--help` and `--version` answer before
     the package's names are imported (numpy, the op table: see _startup.py)."""
     parser = argparse.ArgumentParser(prog="tracejit", description=__doc__)
-    from . import __version__
-
     parser.add_argument("--version", action="version", version=f"tracejit {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="an error in what a command was given shows its traceback")
@@ -359,9 +346,6 @@ def main(argv=None) -> int:
     fz.add_argument("--shrink", action="store_true",
                     help="--script: cut the mismatches shown down to small programs")
     args = parser.parse_args(argv)
-    from . import _import_names
-    from ._startup import freeze_imports
-
     _import_names()  # before any command, in the order `import tracejit` imports them
     freeze_imports()  # a command runs once and exits: the collector need not walk the imports
     try:
@@ -375,9 +359,7 @@ def main(argv=None) -> int:
 
 def _run(args) -> int:
     if args.command == "demo":
-        from .demo import main as demo
-
-        demo()
+        demo.main()
         return 0
     if args.command == "export":
         return _export(args)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 
+from ..core.lazy import lazy
 from .registry import AUTO, resolve
+
+numba_loops = lazy("tracejit.backends.numba_loops")  # (it imports Numba)
 
 _LOOP_KERNEL: list = []  # [loop_kernel or None], decided at the first call
 
@@ -20,8 +23,6 @@ def eager_impl(op):
     if not _LOOP_KERNEL:
         on = os.environ.get("TRACEJIT_EAGER_KERNELS", "1") != "0" and \
             resolve(AUTO) == "numba"
-        if on:
-            from .numba_loops import loop_kernel
-        _LOOP_KERNEL.append(loop_kernel if on else None)
+        _LOOP_KERNEL.append(numba_loops.loop_kernel if on else None)
     make = _LOOP_KERNEL[0]
     return make(op) if make is not None else op.impl

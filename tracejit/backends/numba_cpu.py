@@ -15,6 +15,7 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
+from numba.core.errors import NumbaError
 
 from ..core.diagnostics import user_stacklevel
 from ..ir.graph import Graph, Value
@@ -379,6 +380,11 @@ def generate(region: Graph) -> str:
     return render_elementwise(plan_elementwise(region))
 
 
+def kernel_source(region: Graph, kind: str) -> str:
+    """The source of a fused region's kernel module (the backends' common interface)."""
+    return generate_row(region) if kind == "row" else generate(region)
+
+
 def render_elementwise(plan: ElementwisePlan, into: dict | None = None) -> str:
     """The CPU spelling of an elementwise plan: `flat` over contiguous same-shape arrays
     and `nd`, a loop nest reading each input at its own broadcast index (a bias [C] at
@@ -622,8 +628,6 @@ def launch(owner, name: str, args: list) -> str:
     files, so that its dispatchers compile rather than keep what they loaded, and the
     call is made again; a second failure is the kernel's own and raises. What Numba
     compiles and writes is then added to the entry's digest manifest."""
-    from numba.core.errors import NumbaError
-
     kernel = getattr(owner.module, name)
     known = len(kernel.overloads)
     if not known and background.enabled() and background.pending(owner.module, kernel, args,

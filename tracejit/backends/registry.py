@@ -21,27 +21,47 @@ from ..core.config import default_backend
 
 @dataclass(frozen=True)
 class Backend:
+    """A backend's modules are named, not imported: the compilers they import (Numba,
+    numba-cuda) load when a trace first runs on it."""
     name: str
     device: str                  # where its arrays live: "cpu" or "cuda"
-    kernels: str | None          # the module whose compile_region compiles a fused region
-    host_programs: bool          # straight-line graphs run as generated host programs
+    kernels: str | None          # its kernel module: compile_region(region, label, kind),
+    #                              kernel_source(region, kind); None: regions run op by op
+    host: str | None             # the module whose host_program runs a straight-line graph
     compiled_backward: bool      # gradients through one compiled backward graph per trace
     backward_cache: bool         # derived backward graphs are kept on disk
+
+    @property
+    def host_programs(self) -> bool:
+        """Whether straight-line graphs run as generated host programs."""
+        return self.host is not None
+
+    def kernel_module(self):
+        return importlib.import_module(self.kernels, __package__)
+
+    def host_module(self):
+        """host_program(graph, make, bindings, donate) and returns_views(graph)."""
+        return importlib.import_module(self.host, __package__)
 
     def compile_region(self) -> Callable | None:
         """compile_region(region, source, kind) of its kernel module, or None when fused
         regions run op by op."""
         if self.kernels is None:
             return None
-        return importlib.import_module(self.kernels, __package__).compile_region
+        return self.kernel_module().compile_region
+
+    def kernel_source(self, region, kind: str) -> str:
+        """The source of the kernel a fused region of this kind compiles to (Unsupported
+        where none does)."""
+        return self.kernel_module().kernel_source(region, kind)
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
-    Backend("interpret", "cpu", None, host_programs=False, compiled_backward=False,
+    Backend("interpret", "cpu", None, host=None, compiled_backward=False,
             backward_cache=False),
-    Backend("numba", "cpu", ".numba_cpu", host_programs=True, compiled_backward=True,
+    Backend("numba", "cpu", ".numba_cpu", host=".host", compiled_backward=True,
             backward_cache=True),
-    Backend("cuda", "cuda", ".cuda.kernels", host_programs=False, compiled_backward=True,
+    Backend("cuda", "cuda", ".cuda.kernels", host=None, compiled_backward=True,
             backward_cache=False),
 )}
 

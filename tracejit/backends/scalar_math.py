@@ -12,7 +12,7 @@ import math
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 
@@ -36,8 +36,6 @@ def _ieee_extremum(name: str):
             return None
 
         def codegen(context, builder, signature, args):
-            from numba.core import cgutils
-
             ty = args[0].type
             bits = "f32" if ty == ir.FloatType() else "f64"
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty, ty]),

@@ -33,6 +33,8 @@ from ..tensor.dispatch import _edge, counter
 from ..tensor.tensor import FreshTensor, Tensor, _make
 from .guards import EntryGuards
 from .recorder import Recorder
+from . import backward_cache
+from .serialize import _size_source
 from ..ops.creation import GENERATOR
 from ..autograd import grad as autograd_grad
 
@@ -84,8 +86,6 @@ class BackwardTrace:
     def __init__(self, forward: Graph, inputs: list, backend: str, known=None):
         """`known`: (bindings, shape guards) of the forward trace, whose entry guards every
         call using this backward has passed."""
-        from . import backward_cache
-
         self.backend = backend
         self.n_in = len(inputs)
         name = backward_cache.key(forward, inputs, backend, known)
@@ -183,8 +183,6 @@ class BackwardTrace:
     recorded = _Decoded()
 
     def _restore(self, entry: dict) -> None:
-        from .saving import _size_source
-
         self._decode = entry["decode"]
         self.forward_graph, self.recorded = entry["forward"], entry["recorded"]
         self.n_outputs = int(entry["n_outputs"])
@@ -269,9 +267,8 @@ def _runner(graph: Graph, backend: str, bindings: list):
     """A function running `graph` on a list of tensors without recording autograd: its
     host program on the numba backend, else the interpreter."""
     if backends.get(backend).host_programs:
-        from ..backends.host import host_program
-
-        program = host_program(graph, Tensor._make, bindings)
+        program = backends.get(backend).host_module().host_program(graph, Tensor._make,
+                                                                   bindings)
         if program is not None:
             return program.run
     interp = Interpreter(graph, backend)

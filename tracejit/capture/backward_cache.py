@@ -38,6 +38,7 @@ from ..core.log import enabled
 from ..backends import registry as backends
 from ..core.modes import STATE
 from ..runtime.kernel_cache import atomic_write_bytes, cache_dir
+from .serialize import SaveError, _Reader, _Writer
 
 FORMAT = "tracejit.backward"
 VERSION = 2
@@ -67,8 +68,6 @@ def _code_fingerprint() -> str:
 def key(forward, inputs: list, backend: str, known) -> str | None:
     """The entry's name for deriving `forward`'s backward for these inputs, or None when
     the derivation is not kept."""
-    from .saving import SaveError, _Writer
-
     if not backends.get(backend).backward_cache or enabled("passes"):
         return None
     if cache_dir() is None:
@@ -125,8 +124,6 @@ def _path(name: str) -> Path | None:
 def load(name: str) -> dict | None:
     """The entry (the optimised graphs decoded; `decode` decodes the recorded ones), or
     None when there is none or it does not decode."""
-    from .saving import _Reader
-
     path = _path(name)
     if path is None:
         return None
@@ -150,8 +147,6 @@ def load(name: str) -> dict | None:
 
 def store(name: str, entry: dict) -> bool:
     """Write an entry (graphs as Graph objects); False when it cannot be encoded."""
-    from .saving import SaveError, _Writer
-
     path = _path(name)
     if path is None:
         return False

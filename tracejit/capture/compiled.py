@@ -19,17 +19,20 @@ from ..autograd import grad as autograd_grad
 from ..core.dtypes import bool_
 from ..ir.graph import Value
 from ..core.symbolic import SymInt, map_leaves
+from ..core.lazy import lazy
+
+# gradients of traced calls, loaded at the first (importing tracejit does not pay for it)
+autodiff = lazy("tracejit.capture.autodiff")
 
 BACKWARD_BUDGET = 4  # compiled backwards per graph (for size relations only they decide)
 
 
 def program_for(graph, backend: str, bindings: list, donate: dict | None = None):
     # (host programs call Numba's kernels: imported when a trace first runs on them)
-    from ..backends.host import host_program, returns_views
-
-    if not backends.get(backend).host_programs or returns_views(graph) or graph.is_script():
+    b = backends.get(backend)
+    if not b.host_programs or graph.is_script() or b.host_module().returns_views(graph):
         return None
-    return host_program(graph, Tensor._make, bindings, donate)
+    return b.host_module().host_program(graph, Tensor._make, bindings, donate)
 
 
 class CompiledGraph:
@@ -58,8 +61,6 @@ class CompiledGraph:
     def call(self, tensors: list) -> list:
         """The outputs; with gradients recorded (numba backend), one autograd node whose
         backward is compiled."""
-        from .autodiff import traced_call
-
         compiled_backward = backends.get(self.backend).compiled_backward
         if self.graph.mutations and compiled_backward and not self.control_flow:
             outs = self._call_functional(tensors)
@@ -70,7 +71,7 @@ class CompiledGraph:
                 not self.control_flow and any(t._rg for t in tensors):
             bt = self.backward_trace(tensors)
             if bt is not None:
-                return traced_call(bt, self, tensors)
+                return autodiff.traced_call(bt, self, tensors)
         return self.run_forward(tensors)
 
     def _call_functional(self, tensors: list):
@@ -80,8 +81,6 @@ class CompiledGraph:
         any input under no_grad (an optimizer's step); the values are then written into
         the inputs as eager's in-place updates are (versions bumped). None where an
         update carries a gradient (eager autograd records it then)."""
-        from .autodiff import traced_call
-
         targets = self._mutated
         grad = STATE.modes.grad_enabled  # (under no_grad, no update carries a gradient: an
         if grad and any(tensors[i]._rg for i in targets):  # optimizer's step)
@@ -108,7 +107,7 @@ class CompiledGraph:
             bt = inner.backward_trace(tensors)
             if bt is None or any(k >= n for k in bt.float_outs):
                 return None  # an update that carries a gradient
-            outs = traced_call(bt, inner, tensors)
+            outs = autodiff.traced_call(bt, inner, tensors)
         else:
             outs = inner.run_forward(tensors)
         with no_grad():
@@ -145,10 +144,8 @@ class CompiledGraph:
                 return bt
         if self._backward_failed or len(self.backwards) >= BACKWARD_BUDGET:
             return None
-        from .autodiff import BackwardTrace
-
         try:
-            bt = BackwardTrace(self.graph, tensors, self.backend,
+            bt = autodiff.BackwardTrace(self.graph, tensors, self.backend,
                                (self.bindings, self.shape_guards))
         except Exception as err:  # noqa: BLE001 — gradients then replay the forward
             self._backward_failed = True
@@ -191,13 +188,11 @@ class Segment(CompiledGraph):
         """`params`: sizes of the enclosing loops (their indices) the nodes use; each is
         passed as an empty array whose first size is it plus CARRIER_OFFSET, so that host
         programs and the joint trace bind it as they bind any input's size."""
-        from .autodiff import _subgraph
-
         self.owner = owner
         self.node_ids = {id(n) for n in nodes}
         self.reads, self.writes, self.params = reads, writes, list(params)
         self.grad_mode = nodes[0].grad_mode
-        sub = _subgraph(graph, name, reads, nodes, writes)
+        sub = autodiff._subgraph(graph, name, reads, nodes, writes)
         sub.made_by = "segment"
         if self.params:
             mapping, carriers = {}, []

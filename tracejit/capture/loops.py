@@ -26,9 +26,10 @@ from ..core.modes import enable_grad, set_grad, STATE
 from ..tensor.node import FREED_MESSAGE, Node
 from ..core.float_errors import quiet, restore
 from ..ir.graph import Value
+from ..ir.passes import PassManager
 from ..tensor.dispatch import _edge, apply, counter
 from ..tensor.tensor import Tensor, _make
-from .autodiff import random_generators, rng_kept, rng_states
+from .autodiff import _runner, random_generators, rng_kept, rng_states
 from ..autograd import grad as autograd_grad
 from .interpreter import Interpreter
 from ..ops import OPS
@@ -334,9 +335,6 @@ class Deferred:
 
     @staticmethod
     def build(bt, outside: int):
-        from ..ir.passes import PassManager
-        from .autodiff import _runner
-
         g = bt.recorded
         producer = {v: n for n in g.nodes for v in n.outputs}
 

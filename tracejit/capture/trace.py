@@ -28,8 +28,13 @@ from .guards import EntryGuards, Guard
 from .pyvalues import function_reads, module_reads
 from .recorder import Recorder
 from ..ir.graph import BIND, LOOP
+from ..core.lazy import lazy
 from ..nn.module import Module
-from ..codegen.plan import plan_elementwise, plan_row
+from ..codegen.plan import Unsupported
+
+# the passes, loaded with the first trace (importing tracejit does not pay for them)
+passes = lazy("tracejit.ir.passes")
+outputs = lazy("tracejit.ir.passes.outputs")
 
 DEFAULT_BUDGET = 8
 _SCALAR_TYPES = frozenset({int, float, bool, str, type(None)})
@@ -106,14 +111,11 @@ class Trace(CompiledGraph):
     def __init__(self, recorder: Recorder, guards: EntryGuards, in_spec, out_spec, out_others,
                  n_user_tensors: int, backend: str = "interpret", param_refs=(),
                  out_tensors=()):
-        from ..ir.passes import PassManager, Stages
-        from ..ir.passes.outputs import copy_aliased_outputs
-
-        stages = PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
-        distinct = copy_aliased_outputs(stages[-1][1])
+        stages = passes.PassManager().run(recorder.graph)  # [(pass, graph, seconds)]
+        distinct = outputs.copy_aliased_outputs(stages[-1][1])
         if distinct is not stages[-1][1]:
             stages.append(("copy_aliased_outputs", distinct, 0.0))
-        self.stages = Stages(recorder.graph, stages, copy_aliased_outputs)
+        self.stages = passes.Stages(recorder.graph, stages, outputs.copy_aliased_outputs)
         self.in_spec = in_spec
         self.param_refs = param_refs  # (store, key) of each parameter input, read per call
         self.recorded = recorder.graph
@@ -401,8 +403,6 @@ class TracedFunction:
         """The generated source of the first trace: its host program (the numba backend
         runs a call that records no gradient as this one function), then the kernel of
         every fused region."""
-        from ..backends.numba_cpu import Unsupported, generate, generate_row
-
         parts = []
         tr = self.traces[0]
         if tr._program is _UNSET:
@@ -415,18 +415,14 @@ class TracedFunction:
             if seg._program is not None:
                 parts.append(f"# host program of segment {seg.graph.name}\n"
                              f"{seg._program.source}")
-        if backends.get(tr.backend).device == "cuda":  # the kernels' CUDA source
-            from ..backends.cuda import kernels as cuda_kernels
-            def generate(region):
-                return cuda_kernels.render_elementwise(plan_elementwise(region))
-
-            def generate_row(region):
-                return cuda_kernels.render_row(plan_row(region), cuda_kernels.THREADS_PER_ROW)
+        # the kernels' source: the trace's backend's, the CPU's where it compiles none
+        backend = backends.get(tr.backend)
+        if backend.kernels is None:
+            backend = backends.get("numba")
         for node in self.graph.walk():
             if node.op == "fused":
-                gen = generate_row if node.attrs["kind"] == "row" else generate
                 try:
-                    parts.append(gen(node.regions[0]))
+                    parts.append(backend.kernel_source(node.regions[0], node.attrs["kind"]))
                 except Unsupported as why:
                     parts.append(f"# fused region at {node.source}: interpreted ({why})\n")
         return "\n".join(parts)

@@ -22,6 +22,9 @@ from ..ops.registry import ELEMENTWISE, REDUCE, SHAPE, AVal
 from ..ops.rules import compute_dtype
 from ..ops.scalar import Call, Const, Expr, IDENTITY, Monoid, Ref, X, Y
 from ..core import dtypes as dt
+from ..core.lazy import lazy
+
+fuse = lazy("tracejit.ir.passes.fuse")  # (the passes load with the first trace)
 
 
 class Unsupported(Exception):
@@ -273,10 +276,8 @@ class RowPlan:
 
 def is_reduction(node) -> bool:
     """A reduction over the last dimension (one value per row)."""
-    from ..ir.passes.fuse import column_sum
-
     return node.op in OPS and OPS[node.op].kind == REDUCE and \
-        OPS[node.op].monoid is not None and not column_sum(node)
+        OPS[node.op].monoid is not None and not fuse.column_sum(node)
 
 
 def is_column_value(v) -> bool:
@@ -325,10 +326,8 @@ def _spill_choice(reductions, per_element, cone, ready, also_needed=()):
 
 
 def plan_row(region: Graph) -> RowPlan:
-    from ..ir.passes.fuse import column_sum
-
     reduced = {n.outputs[0] for n in region.nodes if is_reduction(n)}
-    summed = {n.outputs[0]: n.inputs[0] for n in region.nodes if column_sum(n)}
+    summed = {n.outputs[0]: n.inputs[0] for n in region.nodes if fuse.column_sum(n)}
     row_inputs = [is_row_value(v, reduced) for v in region.inputs]
     names = value_names(region)
     index = {id(n): k for k, n in enumerate(region.nodes)}

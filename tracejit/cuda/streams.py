@@ -9,21 +9,21 @@ import threading
 import time
 
 from ..backends.cuda.device import is_available
+from ..core.lazy import lazy
+
+numba = lazy("numba")
+numba_cuda = lazy("numba.cuda")
 
 
 def _cuda():
     if not is_available():
         raise RuntimeError("CUDA streams and events need CUDA: a GPU with numba-cuda, or "
                            "the simulator (NUMBA_ENABLE_CUDASIM=1 before Numba is imported)")
-    from numba import cuda
-
-    return cuda
+    return numba_cuda.load()
 
 
 def _simulated() -> bool:
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)
+    return bool(numba.config.ENABLE_CUDASIM)
 
 
 class Stream:
@@ -148,7 +148,5 @@ class Event:
                                "time.")
         if _simulated():
             return (end_event._recorded_at - self._recorded_at) * 1000.0
-        from numba import cuda
-
         end_event.synchronize()
-        return float(cuda.event_elapsed_time(self._event, end_event._event))
+        return float(numba_cuda.event_elapsed_time(self._event, end_event._event))

@@ -11,110 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import dtypes as dt
-from ..core.symbolic import SymInt, map_leaves, plain_symbol, symbols_in
-
-
-@dataclass(eq=False)
-class Value:
-    """An SSA value: a tensor of `dtype` and `shape` (ints and SymInts)."""
-
-    dtype: dt.dtype
-    shape: tuple
-    producer: "Node | None" = None
-    name: str = ""          # a hint for printing (input names); numbering is at print time
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def requires_grad(self) -> bool:  # shape rules may ask
-        return False
-
-    _rg = False
-
-
-@dataclass(eq=False)
-class Node:
-    """`outputs = op(inputs, **attrs)`; inputs are Values or Python scalars/SymInts."""
-
-    op: str
-    inputs: list
-    attrs: dict
-    outputs: list
-    source: str = ""
-    regions: list = field(default_factory=list)  # sub-graphs (control flow, fused kernels)
-    grad_mode: bool = True  # whether autograd recorded this op when it was traced
-
-    @property
-    def output(self) -> Value:
-        return self.outputs[0]
-
-
-GUARD = "guard"  # attrs: kind ('bool'|'item'|'int'|'float'|'array'), expected
-FUSED = "fused"  # attrs: kind ('elementwise'|'row'); regions[0] is the fused sub-graph
-
-# Structured control flow (script mode). Regions are closed sub-graphs: their inputs are
-# block arguments (the node's operands), their outputs what they yield, and their
-# `size_outputs` sizes they yield (bound to the node's `sizes` symbols afterwards).
-IF = "if"        # inputs: pred (bool[]), *operands; regions: then, else; attrs: sizes
-LOOP = "loop"    # inputs: *carried, *invariants; regions: [cond], body; attrs: see LOOP_ATTRS
-BIND = "bind_size"  # inputs: an integer[] tensor; attrs: symbol: binds a size from data
-SIZE = "size"    # no inputs; attrs: expr (a size expression or comparison) -> a 0-d tensor
-RAISE = "raise"  # attrs: exc (an exception instance): raises it when reached
-CONTROL = frozenset({IF, LOOP})
-# lists of tensors whose length is decided when the program runs (built in a loop)
-LIST = "list"            # inputs: the first elements -> a list value
-LIST_APPEND = "list_append"  # inputs: list, tensor -> the list with it appended
-LIST_GET = "list_get"    # inputs: list; attrs: index (a size) -> the element
-LIST_LEN = "list_len"    # inputs: list; attrs: symbol: binds the length
-LIST_STACK = "list_stack"  # inputs: list; attrs: how ('stack'|'cat'), dim, symbol
-LIST_OPS = frozenset({LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK})
-SCRIPT_OPS = CONTROL | LIST_OPS | {BIND, SIZE, RAISE}
-
-
-class ListType:
-    """The type of a list value: every element has one tensor type, `elem` (a dtype and
-    shape), known from the first element (None until then)."""
-
-    __slots__ = ("elem",)
-    name = short = "list"
-
-    def __init__(self, elem=None):
-        self.elem = elem
-# a loop's attributes: index (symbol bound to the iteration's number, or None), start,
-# stop, step (sizes, for a range loop; stop None: a while loop), n_carried (how many
-# inputs are carried values), carried_sizes (symbols carried, bound from sizes_init and
-# then from the body's size outputs), has_cond (regions[0] decides each iteration)
-
-
-def symbols_in_values(x) -> set:
-    """The size symbols mentioned anywhere in `x` (nested tuples, lists, dicts, SymInts)."""
-    found: set = set()
-    map_leaves(x, SymInt, lambda s: found.update(symbols_in(s.source())))
-    return found
-
-
-def symbols_bound(node: Node) -> set:
-    """The size symbols `node` binds for the nodes after it: a size read from data or a
-    list's length, the sizes a branch or loop yields. (A loop's index is bound inside its
-    body only.)"""
-    a = node.attrs
-    out = {a["symbol"]} if isinstance(a.get("symbol"), str) else set()
-    out.update(a.get("sizes") or ())
-    out.update(a.get("carried_sizes") or ())
-    out.update(b[-1] for b in a.get("binds") or ())  # (dim, sym) or (out, dim, sym)
-    return out
-
-
-def symbols_read(node: Node) -> set:
-    """The size symbols `node` reads: in its operands, attributes and result types (a
-    binding node's result types are what it binds, not reads). Not those of its regions."""
-    found = symbols_in_values((tuple(node.inputs), tuple(node.attrs.values())))
-    if not symbols_bound(node):
-        found |= symbols_in_values(tuple(tuple(v.shape) for v in node.outputs))
-    return found
+from ..core.symbolic import plain_symbol
+from .printer import format_graph, to_dot as _to_dot
+from .values import (BIND, CONTROL, FUSED, GUARD, IF, LIST, LIST_APPEND,  # noqa: F401
+                     LIST_GET, LIST_LEN, LIST_OPS, LIST_STACK, LOOP, RAISE, SCRIPT_OPS, SIZE,
+                     ListType, Node, Value, symbols_bound, symbols_in_values, symbols_read)
+from .verifier import verify as _verify
 
 
 @dataclass(eq=False)
@@ -176,21 +78,13 @@ class Graph:
         return out
 
     def __str__(self) -> str:
-        from .printer import format_graph
-
         return format_graph(self)
 
     def format(self, sources: bool = False) -> str:
-        from .printer import format_graph
-
         return format_graph(self, sources=sources)
 
     def to_dot(self) -> str:
-        from .printer import to_dot
-
-        return to_dot(self)
+        return _to_dot(self)
 
     def verify(self) -> None:
-        from .verifier import verify
-
-        verify(self)
+        _verify(self)

@@ -6,9 +6,13 @@ traces of the same program print identically.
 """
 from __future__ import annotations
 
-from .graph import (BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE,
-                    SIZE, Graph, Value)
+from typing import TYPE_CHECKING
+
+from .values import BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE, SIZE, Value
 from ..core.symbolic import SymInt
+
+if TYPE_CHECKING:  # (the graph prints through this module)
+    from .graph import Graph
 
 
 def _dim(d, names: dict) -> str:

@@ -1,9 +1,14 @@
 """The IR verifier: structural and type checks, run after every pass in tests."""
 from __future__ import annotations
 
-from .graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
-                    LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
+from typing import TYPE_CHECKING
+
+from .values import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
+                     LIST_STACK, LOOP, RAISE, SIZE, Value, same_type)
 from ..core.symbolic import SymInt
+
+if TYPE_CHECKING:  # (the graph verifies itself through this module)
+    from .graph import Graph
 from ..ops import OPS
 from ..ops.registry import AVal
 
@@ -123,7 +128,7 @@ def _check_script_node(node, where: str, defined: set) -> None:
             if out is None or out.shape != () or out.dtype.name != "bool":
                 raise VerificationError(f"{where}: the loop condition does not yield bool[]")
         for outer, carried in zip(node.outputs, node.inputs[:k]):
-            if not _same_type(outer, carried):
+            if not same_type(outer, carried):
                 raise VerificationError(f"{where}: a carried value changes type")
     for v in node.outputs:
         if v in defined:
@@ -144,15 +149,8 @@ def _check_region(node, name, region, args, results, n_sizes, where, widened=())
         (outer, inner) for k, (outer, inner) in enumerate(zip(results, region.outputs))
         if k not in widened]  # a widened result's sizes are bound from what a path gives
     for outer, inner in pairs:
-        if isinstance(outer, Value) and not _same_type(outer, inner):
+        if isinstance(outer, Value) and not same_type(outer, inner):
             raise VerificationError(f"{where}: a type differs from its {name} region's")
-
-
-def _same_type(a: Value, b: Value) -> bool:
-    """Types compared as written: symbols by their expressions, not traced numbers."""
-    from .passes.rewrite import same_type
-
-    return same_type(a, b)
 
 
 def _hint(d):

@@ -29,6 +29,7 @@ from ..ops import OPS
 from .lowering import ONNX_TYPES, REFUSED, ExportError, lowering_of
 from ..core.modes import no_grad
 from ..capture.trace import TracedFunction, trace
+from ..scripting import ScriptFunction, ScriptModule
 
 DEFAULT_OPSET = 17
 
@@ -206,8 +207,6 @@ def export(model_or_fn, args, path=None, input_names=None, output_names=None,
     """Trace `model_or_fn` on `args` (or take an already traced function) and write its
     graph to `path` as an ONNX model (PyTorch's signature); returns the ModelProto."""
     import onnx
-
-    from ..scripting import ScriptFunction, ScriptModule
 
     args = args if isinstance(args, tuple) else (args,)
     if isinstance(model_or_fn, (ScriptFunction, ScriptModule)):

@@ -11,7 +11,10 @@ import math
 import numpy as np
 
 from ..core.config import default_backend
+from ..core.lazy import lazy
 from ..runtime.kernel_cache import load_module, record_compiled
+
+numba = lazy("numba")  # (importing tracejit does not import Numba)
 
 _INF = math.inf
 _NAN = math.nan
@@ -112,8 +115,6 @@ def ufunc(name: str):
         if default_backend() == "numba":
             fn = _cached_loop(name)
         else:
-            import numba  # (only here: importing tracejit does not import Numba)
-
             fn = numba.vectorize(["float32(float32)", "float64(float64)"])(
                 FUNCTIONS[name] if name in FUNCTIONS else _libm(getattr(math, name)))
         _UFUNCS[name] = fn

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+from importlib._bootstrap_external import _code_to_timestamp_pyc
 import json
 import os
 import shutil
@@ -27,6 +28,10 @@ import warnings
 from pathlib import Path
 
 from ..core.diagnostics import user_stacklevel
+from ..core.lazy import lazy
+
+numba = lazy("numba")
+llvmlite = lazy("llvmlite")
 
 _warned_unsafe: set = set()
 
@@ -77,9 +82,6 @@ def source_key(source: str) -> str:
     """Entries are keyed by their source, the compiler's versions and the source of what
     kernels import from tracejit (the float32 math forms): Numba's cache notices a
     changed kernel module, not a changed module it inlines from."""
-    import llvmlite
-    import numba
-
     h = hashlib.sha256()
     for part in (source, numba.__version__, llvmlite.__version__, sys.version,
                  _imported_source()):
@@ -262,8 +264,6 @@ def _write_bytecode(path: Path) -> bool:
     as it reads any bytecode file (it checks the source's time and size). False when
     there is one already or it cannot be written."""
     try:
-        from importlib._bootstrap_external import _code_to_timestamp_pyc
-
         pyc = Path(importlib.util.cache_from_source(str(path)))
         if pyc.exists():
             return False

@@ -33,6 +33,15 @@ import threading
 import numpy as np
 
 from .kernel_cache import atomic_write_bytes, cache_dir
+from ..core.lazy import lazy
+
+llvm = lazy("llvmlite.binding")
+llvmlite = lazy("llvmlite")
+
+try:
+    from numpy._core import _multiarray_umath
+except ImportError:  # numpy 1.x
+    from numpy.core import _multiarray_umath
 
 _HEADER = 16  # bytes before each block: its size and its pool capacity (0: not pooled;
               # 16 bytes keep numpy's alignment)
@@ -406,12 +415,8 @@ def _capsule_pointer(capsule, name):
 
 def _numpy_api():
     """numpy's C-API table (the `_ARRAY_API` capsule's pointer array)."""
-    try:
-        from numpy._core import _multiarray_umath as mu
-    except ImportError:  # numpy 1.x
-        from numpy.core import _multiarray_umath as mu
-
-    return ctypes.cast(_capsule_pointer(mu._ARRAY_API, None), ctypes.POINTER(ctypes.c_void_p))
+    return ctypes.cast(_capsule_pointer(_multiarray_umath._ARRAY_API, None),
+                       ctypes.POINTER(ctypes.c_void_p))
 
 
 _HANDLERS: dict = {}  # "counting", "pool" -> capsule, once made; "set": numpy's setter
@@ -518,8 +523,6 @@ def pool_stats() -> dict:
 def _compile() -> tuple:
     """The functions' addresses. Their machine code is kept in the kernel cache
     folder (generating it takes 6-12 ms of the import; loading it under 1 ms)."""
-    import llvmlite.binding as llvm
-
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple().create_target_machine()
@@ -557,8 +560,6 @@ def _compile() -> tuple:
 def _object_path(llvm, target):
     """Where the object code is cached: keyed by the IR, llvmlite's version and the target
     (None when the kernel cache is off or unsafe)."""
-    import llvmlite
-
     root = cache_dir()
     if root is None:
         return None

@@ -16,6 +16,7 @@ from ..capture.trace import DEFAULT_BUDGET, LAZY, TracedFunction, TracedModule
 from ..core.symbolic import SymInt
 from ..tensor.tensor import Tensor
 from .frontend import convert
+from .runtime import _CONVERTED
 from ..nn.module import Module
 from ..tensor.creation import tensor
 
@@ -164,8 +165,6 @@ class ScriptModule(_Scripted, TracedModule):
 
 def _remember_converted(fn, conv) -> None:
     """Calls of `fn` from scripted code (a submodule of the same class) reuse `conv`."""
-    from .runtime import _CONVERTED
-
     _CONVERTED[fn] = conv
 
 

@@ -21,6 +21,7 @@ from ..core.diagnostics import raise_from_line  # noqa: F401 (the scripting modu
 from ..core.errors import ScriptError
 from ..ir.graph import IF, LOOP, ListType, Value
 from ..ir.passes.rewrite import same_type
+from ..ir.printer import format_type
 from ..core.symbolic import decide, hint_of, is_dynamic, same_dim, SymInt
 from ..ops import OPS
 from ..tensor.dispatch import apply, user_frame
@@ -499,8 +500,6 @@ def _widen(rec, a: Value, b: Value, taken: Value):
 
 
 def _type(rec, v: Value) -> str:
-    from ..ir.printer import format_type
-
     return format_type(v, rec.graph.symbols)
 
 

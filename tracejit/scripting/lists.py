@@ -10,6 +10,7 @@ length is fixed when the function is compiled, and everything on them is unrolle
 from __future__ import annotations
 
 from ..ir.graph import LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK, ListType, Value
+from ..ir.printer import format_type
 from ..core.symbolic import SymInt, hint_of, is_dynamic, same_dim
 from ..core.diagnostics import user_frame
 from ..tensor.tensor import Tensor
@@ -53,8 +54,6 @@ def _elem(rec, t: Tensor, elem):
     if elem is None:
         return mine
     if elem[0] is not mine[0] or len(elem[1]) != len(mine[1]):
-        from ..ir.printer import format_type
-
         raise cf.ScriptError(f"{user_frame()}: a list built in a loop or branch holds "
                              f"tensors of one dtype and rank; {format_type(Value(*elem), {})}"
                              f" and {format_type(v, {})} were added")

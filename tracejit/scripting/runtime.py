@@ -20,6 +20,7 @@ from ..core.symbolic import SymInt, hint_of, is_dynamic
 from ..tensor.dispatch import _PACKAGE_DIR, user_frame
 from ..tensor.tensor import Tensor
 from . import lists
+from .frontend import convert
 from .control_flow import ScriptError, Undefined, _predicate, for_each, for_range, if_, while_
 from ..tensor.functional import logical_and, logical_not, logical_or
 from ..tensor import functional as T
@@ -183,8 +184,6 @@ def converted(fn):
     elif fn.__name__ == "<lambda>":
         result = None
     else:
-        from .frontend import convert
-
         try:
             result = convert(fn)
         except ScriptError:

@@ -24,12 +24,17 @@ from ..core import dtypes
 from ..backends.cuda import memory
 from ..codegen.plan import Unsupported, one_op_region, plan_elementwise
 from ..core.float_errors import quiet, restore
+from ..core.lazy import lazy
 from ..ops import OPS
 from ..ops.registry import COMPARE, ELEMENTWISE, REDUCE
 from ..ops.rules import aval_of
 from ..ops.scalar import MAX, MEAN, MIN, SUM
 from . import dispatch as _dispatch  # (it imports this module: read at call time)
 from .tensor import Tensor, _make
+
+# the device's kernels (they import numba-cuda: loaded with the first device tensor's op)
+cuda_kernels = lazy("tracejit.backends.cuda.kernels")
+indexing = lazy("tracejit.backends.cuda.indexing")
 
 STATS = {"kernels": Counter(), "host": Counter()}
 _KERNELS: dict = {}
@@ -131,8 +136,6 @@ def _kernel_operands(op, args, out_dtype):
 
 def compute(op, args, attrs):
     """The device array of `op` on arguments some of which are CUDA tensors."""
-    from ..backends.cuda import kernels as cuda_kernels
-
     check_same_device(op, args)
     if op.kind is ELEMENTWISE and op.expr is not None and (
             callable(op.expr) or not (set(attrs) - {"dtype"})):
@@ -166,8 +169,6 @@ def compute(op, args, attrs):
             return out
     if op in _INDEX_OPS and all(isinstance(a, Tensor) and memory.is_device_array(a._data)
                                 for a in args):
-        from ..backends.cuda import indexing
-
         out = getattr(indexing, _INDEX_OPS[op])(*[a._data for a in args], **attrs)
         if out is not None:
             STATS["kernels"][op.name] += 1
@@ -217,8 +218,6 @@ def _device_view(op, args, attrs):
 def _device_reduce(op, x, attrs):
     """A sum, mean, max or min over the last dimension or over everything as a one-op
     row kernel (one block per row, a tree reduction), or None (other dims: the host)."""
-    from ..backends.cuda import kernels as cuda_kernels
-
     a = x._data
     dims = attrs.get("dim")  # (keepdim only changes the shape, from the shape rule)
     if a.size == 0 or not a.is_c_contiguous():
@@ -261,8 +260,6 @@ def _device_any_all(op, x, attrs):
 def _device_column_sum(op, x, attrs):
     """`sum_to` [..., N] -> [N] (a bias's gradient) as a row kernel's sum over rows, or
     None (other targets: the host)."""
-    from ..backends.cuda import kernels as cuda_kernels
-
     a = x._data
     shape = tuple(a.shape)
     target = tuple(attrs["shape"])
@@ -281,8 +278,6 @@ def _device_column_sum(op, x, attrs):
 
 
 def _kernel(region):
-    from ..backends.cuda import kernels as cuda_kernels
-
     key = cuda_kernels.render_elementwise(plan_elementwise(region))
     kernel = _KERNELS.get(key)
     if kernel is None:

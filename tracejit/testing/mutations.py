@@ -273,8 +273,8 @@ MUTANTS = [
      "arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]",
      "arrays = list(arrays)", ["tests/test_numba_cpu.py"]),
     ("the numba backend loses its compiled backward", "tracejit/backends/registry.py",
-     '".numba_cpu", host_programs=True, compiled_backward=True,',
-     '".numba_cpu", host_programs=True, compiled_backward=False,',
+     '".numba_cpu", host=".host", compiled_backward=True,',
+     '".numba_cpu", host=".host", compiled_backward=False,',
      ["tests/test_backend_registry.py", "tests/test_autodiff.py"]),
 ]
 

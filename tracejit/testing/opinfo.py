@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import itertools
 import json
 import os
@@ -785,8 +786,6 @@ def _raised(err: BaseException, n: int = 110) -> str:
 
 def onnx_missing() -> str | None:
     """Why the ONNX column cannot be measured here, or None."""
-    import importlib.util
-
     lacking = [m for m in ("onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
     return f"{' and '.join(lacking)} not installed" if lacking else None
 

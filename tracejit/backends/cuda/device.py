@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import ctypes.util
 import functools
+import math
 import os
+
+from ...core.lazy import lazy
+
+numba = lazy("numba")
+numba_cuda = lazy("numba.cuda")
 
 
 @functools.lru_cache(maxsize=None)
@@ -14,7 +20,7 @@ def is_available() -> bool:
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and ctypes.util.find_library("cuda") is None:
         return False  # no driver: no need to import Numba's CUDA target to know
     try:
-        from numba import cuda
+        cuda = numba_cuda.load()
     except ImportError:
         return False
     try:
@@ -26,9 +32,7 @@ def is_available() -> bool:
 def device_count() -> int:
     if not is_available():
         return 0
-    from numba import cuda
-
-    return len(cuda.gpus)
+    return len(numba_cuda.gpus)
 
 
 def current_device() -> int:
@@ -37,6 +41,16 @@ def current_device() -> int:
 
 def synchronize() -> None:
     if is_available():
-        from numba import cuda
+        numba_cuda.synchronize()
 
-        cuda.synchronize()
+
+def simulated() -> bool:
+    """Whether CUDA is Numba's simulator (NUMBA_ENABLE_CUDASIM=1 before Numba's import)."""
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
+def launch_config(n: int) -> tuple[int, int]:
+    """(blocks, threads per block) for a grid-stride loop over n elements."""
+    threads = 32 if simulated() else 256
+    blocks = max(1, min(math.ceil(n / threads), 4 if simulated() else 4096))
+    return blocks, threads

@@ -22,6 +22,7 @@ import numpy as np
 from numba import cuda  # the simulator swaps this name in kernels' globals
 
 from . import memory
+from .device import launch_config
 
 _FLOATS = ("float32", "float64")
 
@@ -49,8 +50,6 @@ def _c_strides(shape: tuple) -> tuple:
 
 
 def _launch(n: int):
-    from .kernels import launch_config
-
     return launch_config(max(n, 1))
 
 

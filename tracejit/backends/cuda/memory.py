@@ -8,15 +8,13 @@ import weakref
 
 import numpy as np
 
+from ...core.lazy import lazy
+
+numba_cuda = lazy("numba.cuda")
+
 ACTIVE = [False]  # set when the first device array is made: eager dispatch then checks
 _lock = threading.Lock()
 _bytes = {"allocated": 0, "peak": 0}
-
-
-def _cuda():
-    from numba import cuda
-
-    return cuda
 
 
 def _track(arr):
@@ -39,14 +37,14 @@ def is_device_array(a) -> bool:
 
 
 def empty(shape, dtype):
-    return _track(_cuda().device_array(tuple(shape), np.dtype(dtype)))
+    return _track(numba_cuda.device_array(tuple(shape), np.dtype(dtype)))
 
 
 def to_device(a: np.ndarray):
     a = np.asarray(a)
     if not a.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
         a = a.copy(order="C")
-    return _track(_cuda().to_device(a))
+    return _track(numba_cuda.to_device(a))
 
 
 def to_host(a) -> np.ndarray:

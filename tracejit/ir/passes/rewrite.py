@@ -11,6 +11,7 @@ input on unchanged (as eager does), never a copy the program made."""
 from __future__ import annotations
 
 from ..graph import CONTROL, Graph, LIST, LIST_APPEND, ListType, Node, Value
+from ..values import same_type  # noqa: F401 (the passes' import)
 from ...core.symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
 import numpy as np
 
@@ -135,17 +136,6 @@ class Builder:
 
 
 _HOLDS = (LIST, LIST_APPEND)  # nodes that put tensors in a list value (read back as they are)
-
-
-def same_type(a: Value, b: Value) -> bool:
-    if isinstance(a.dtype, ListType) or isinstance(b.dtype, ListType):
-        if not (isinstance(a.dtype, ListType) and isinstance(b.dtype, ListType)):
-            return False
-        ea, eb = a.dtype.elem, b.dtype.elem
-        return ea is None or eb is None or (ea[0] is eb[0] and len(ea[1]) == len(eb[1]) and
-                                            all(same_dim(x, y) for x, y in zip(ea[1], eb[1])))
-    return a.dtype is b.dtype and len(a.shape) == len(b.shape) and all(
-        same_dim(x, y) for x, y in zip(a.shape, b.shape))
 
 
 def value_key(x):
