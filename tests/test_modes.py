@@ -100,6 +100,27 @@ def test_a_trace_is_reused_only_under_the_frame_it_was_recorded_in():
     assert "grad mode disabled, no autocast" in f.explain()
 
 
+def test_nodes_carry_the_frame_they_were_recorded_under():
+    def f(x):
+        y = x * 2
+        with tj.no_grad():
+            z = y + 1
+        with tj.autocast("cpu", dtype=tj.bfloat16):
+            w = z.relu()
+        return w, y
+    with tj.autograd.detect_anomaly():
+        tr = tj.trace(f, tj.randn(4, requires_grad=True), backend="interpret")
+    frames = {n.op: n.modes for n in tr.traces[0].recorded.nodes}
+    assert frames["mul"].anomaly and frames["mul"].grad_enabled
+    assert not frames["add"].grad_enabled and frames["add"].anomaly
+    assert frames["relu"].autocast is not None
+    # a pass's copy keeps the frame; the grad-mode view of it reads and sets the frame
+    node = tr.graph.nodes[0]
+    assert node.modes in {frames["mul"], frames["add"], frames["relu"]}
+    node.grad_mode = False
+    assert node.modes.grad_enabled is False and node.grad_mode is False
+
+
 @pytest.mark.parametrize("call", [lambda x: x.exp(), lambda x: x.pow(2.0), lambda x: x ** x],
                          ids=["unary", "binary-scalar", "binary-tensor"])
 def test_the_fast_paths_autocast_as_the_dispatch_chain_does(monkeypatch, call):

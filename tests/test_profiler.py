@@ -9,7 +9,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.profiler import ProfilerActivity, profile, record_function, schedule
-from tracejit.runtime import events
+from tracejit.core import events
 
 
 def _mlp():

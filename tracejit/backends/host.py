@@ -28,8 +28,9 @@ import numpy as np
 
 from ..core.float_errors import quiet, restore
 from ..ir.graph import FUSED, GUARD, Graph, Value, symbols_read
-from ..runtime import events, memory
-from ..runtime.events import ACTIVE as _EVENTS
+from ..core import events
+from ..runtime import memory
+from ..core.events import ACTIVE as _EVENTS
 from ..core.symbolic import SymInt, has_sym, hint_of
 from ..ops import OPS
 from ..ops.registry import ELEMENTWISE, AVal

@@ -25,8 +25,8 @@ from ..core.log import enabled, log
 from ..ops import OPS
 from ..ops.rules import run_on_arrays
 from ..ops.scalar import MATH1, MATH2, MAX, MEAN, MIN, PROD, SPECIAL, SUM, Arg, Ref, render
-from ..runtime import events
-from ..runtime.events import ACTIVE as _EVENTS
+from ..core import events
+from ..core.events import ACTIVE as _EVENTS
 from ..runtime.kernel_cache import load_module, record_compiled, reload_compiled
 from . import background
 from .scalar_math import FLOAT32_FORMS, FLOAT64_FORMS

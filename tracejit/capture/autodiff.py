@@ -26,6 +26,7 @@ from ..core.symbolic import SymInt, symbols_in
 from ..ir.passes import PassManager, Stages
 from ..ir.verifier import verify as verify_graph
 from ..ir.passes.outputs import copy_aliased_outputs
+from ..ir.walk import subgraph
 from ..ops import OPS
 from ..ops.registry import CREATION, ELEMENTWISE, RANDOM
 from ..tensor.creation import ones, zeros
@@ -424,21 +425,7 @@ def _plan(fwd_nodes, bwd_nodes, inputs: set, outputs: set = frozenset(),
 
 def _subgraph(src: Graph, name: str, inputs: list, nodes: list, outputs: list) -> Graph:
     """A graph over `inputs` running `nodes` (in order) and returning `outputs`."""
-    g = Graph(name, made_by="autodiff", symbols=dict(src.symbols))
-    mapping = {}
-    for v in inputs:
-        nv = Value(v.dtype, v.shape, None, v.name or f"saved{len(g.inputs)}")
-        g.inputs.append(nv)
-        g.input_kinds.append("arg")
-        mapping[v] = nv
-    for node in nodes:
-        new = g.add_node(node.op, [mapping.get(x, x) if isinstance(x, Value) else x
-                                   for x in node.inputs], node.attrs,
-                         [(v.dtype, v.shape) for v in node.outputs], node.source)
-        new.grad_mode, new.regions = node.grad_mode, node.regions
-        mapping.update(zip(node.outputs, new.outputs))
-    g.outputs = [mapping[v] for v in outputs]
-    return g
+    return subgraph(src, name, inputs, nodes, outputs, made_by="autodiff")
 
 
 FRESH_MIN_SIZE = 1 << 16

@@ -18,7 +18,8 @@ from ..tensor.dispatch import apply, apply_inplace, counter
 from ..autograd import grad as autograd_grad
 from ..core.dtypes import bool_
 from ..ir.graph import Value
-from ..core.symbolic import SymInt, map_leaves
+from ..ir.walk import subgraph, substitution
+from ..core.symbolic import SymInt
 from ..core.lazy import lazy
 
 # gradients of traced calls, loaded at the first (importing tracejit does not pay for it)
@@ -192,22 +193,14 @@ class Segment(CompiledGraph):
         self.node_ids = {id(n) for n in nodes}
         self.reads, self.writes, self.params = reads, writes, list(params)
         self.grad_mode = nodes[0].grad_mode
-        sub = autodiff._subgraph(graph, name, reads, nodes, writes)
-        sub.made_by = "segment"
+        mapping, carriers = {}, []
+        for k, sym in enumerate(self.params):
+            shape_sym = SymInt.symbol(f"s{9000 + k}", CARRIER_OFFSET, None)
+            mapping[sym] = shape_sym - CARRIER_OFFSET
+            carriers.append(Value(bool_, (shape_sym, 0), None, f"size_{sym}"))
+        sub = subgraph(graph, name, reads, nodes, writes, made_by="segment",
+                       sizes=substitution(mapping) if mapping else None)
         if self.params:
-            mapping, carriers = {}, []
-            for k, sym in enumerate(self.params):
-                shape_sym = SymInt.symbol(f"s{9000 + k}", CARRIER_OFFSET, None)
-                mapping[sym] = shape_sym - CARRIER_OFFSET
-                carriers.append(Value(bool_, (shape_sym, 0), None, f"size_{sym}"))
-
-            def sub_size(x):
-                return map_leaves(x, SymInt, lambda s: s.substitute(mapping))
-            for n in sub.nodes:
-                n.inputs = [x if isinstance(x, Value) else sub_size(x) for x in n.inputs]
-                n.attrs = {key: sub_size(v) for key, v in n.attrs.items()}
-                for v in n.outputs:
-                    v.shape = sub_size(tuple(v.shape))
             sub.inputs += carriers
             sub.input_kinds += ["arg"] * len(carriers)
         CompiledGraph.__init__(self, sub, owner.backend, sub.size_bindings())

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.modes import STATE, set_grad
 from ..backends import registry
 from ..backends.guards import check_guard
-from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
+from ..ir.graph import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN,
                         LIST_STACK, LOOP, RAISE, SIZE, Graph, Value)
 from ..core.diagnostics import raise_at
 from ..core.symbolic import (SymInt, compile_sizes, eval_sizes, has_sym, map_leaves, plain_symbol,
@@ -91,7 +91,7 @@ class Interpreter:
             if node.op == GUARD:
                 self.steps.append(("guard", node, reads[0], None, None, None))  # op: slot
                 continue
-            if node.op in (IF, LOOP, BIND, SIZE, RAISE) or node.op in LIST_OPS:
+            if node.op in _SCRIPT_STEPS:  # branches, loops, sizes, lists
                 outs = []
                 for v in node.outputs:
                     slot[v] = len(slot)

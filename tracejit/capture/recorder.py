@@ -455,7 +455,7 @@ class Recorder:
         avals = [AVal(x.shape, x.dtype) if isinstance(x, Value) else x for x in inputs]
         aval = op.infer(*avals, **attrs)
         node = self._add(op.name, inputs, attrs, [(aval.dtype, aval.shape)], user_frame())
-        node.grad_mode = STATE.modes.grad_enabled
+        node.modes = STATE.modes
         return node.output
 
     def _record(self, op, args, attrs, out: Tensor) -> Value:
@@ -476,7 +476,7 @@ class Recorder:
         self._add(GUARD, [count], {"kind": "item", "expected": out._data.shape[0]}, [],
                   user_frame())
         node = self._add(op.name, inputs, attrs, [(out.dtype, out._data.shape)], user_frame())
-        node.grad_mode = STATE.modes.grad_enabled
+        node.modes = STATE.modes
         self._bind(out, node.output)
         return node.output
 

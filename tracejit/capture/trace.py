@@ -19,8 +19,8 @@ from ..core.modes import STATE
 from ..backends import registry as backends
 from ..backends.guards import GuardMiss
 from ..core.symbolic import SymInt, compile_sizes, eval_sizes, has_sym, hint_of, map_leaves
-from ..runtime import events
-from ..runtime.events import ACTIVE as _EVENTS
+from ..core import events
+from ..core.events import ACTIVE as _EVENTS
 from ..core.diagnostics import user_stacklevel
 from ..tensor.tensor import Tensor
 from .compiled import CompiledGraph, log, program_for as _program_for

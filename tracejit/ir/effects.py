@@ -10,33 +10,22 @@ from __future__ import annotations
 
 from ..ops import OPS
 from ..ops.registry import RANDOM
-from .graph import BIND, CONTROL, FUSED, GUARD, LIST_OPS, RAISE, SIZE
+from .structural import (BINDS, CHECK, DATA_SIZE, INDICES, LIST_STATE,  # noqa: F401
+                         RANDOM_DRAW, REGIONS, STRUCTURAL, STRUCTURAL_OPS)
 
-CHECK = "check"        # guard, raise: decides whether the program may go on
-RANDOM_DRAW = "random"  # advances a random generator
-BINDS = "binds"        # binds size symbols (bind_size, list ops, branches and loops)
-LIST_STATE = "list"    # reads or changes a list value
-INDICES = "indices"    # raises for an index tensor's out-of-range value
-DATA_SIZE = "data_size"  # its output's size depends on the input values
-REGIONS = "regions"    # runs regions (a branch, a loop, a fused group)
-STRUCTURAL = "structural"  # not an op of the table (size expressions)
+_NONE = frozenset()
 
 
 def effects(node) -> frozenset:
+    """A structural op's declared effects (ir/structural.py); an op of the table's from
+    its definition: a random draw, an index check, a size that depends on the data."""
     op = node.op
-    if op in (GUARD, RAISE):
-        return frozenset({CHECK})
-    if op == BIND:
-        return frozenset({BINDS})
-    if op in LIST_OPS:
-        return frozenset({LIST_STATE, BINDS})
-    if op in CONTROL:
-        return frozenset({REGIONS, BINDS})
-    if op == FUSED:
-        return frozenset({REGIONS})
-    if op == SIZE or op not in OPS:
+    declared = STRUCTURAL_OPS.get(op)
+    if declared is not None:
+        return declared.effects
+    opdef = OPS.get(op)
+    if opdef is None:
         return frozenset({STRUCTURAL})
-    opdef = OPS[op]
     found = set()
     if opdef.kind == RANDOM:
         found.add(RANDOM_DRAW)
@@ -46,7 +35,7 @@ def effects(node) -> frozenset:
         found.add(DATA_SIZE)
     if node.regions:
         found.add(REGIONS)
-    return frozenset(found)
+    return frozenset(found) if found else _NONE
 
 
 # effects that make two runs of a node differ from one (CSE may not merge such nodes)

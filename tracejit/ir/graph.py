@@ -13,9 +13,11 @@ from typing import Any
 
 from ..core.symbolic import plain_symbol
 from .printer import format_graph, to_dot as _to_dot
-from .values import (BIND, CONTROL, FUSED, GUARD, IF, LIST, LIST_APPEND,  # noqa: F401
-                     LIST_GET, LIST_LEN, LIST_OPS, LIST_STACK, LOOP, RAISE, SCRIPT_OPS, SIZE,
-                     ListType, Node, Value, symbols_bound, symbols_in_values, symbols_read)
+from .structural import (BIND, CONTROL, FUSED, GUARD, IF, LIST, LIST_APPEND,  # noqa: F401
+                         LIST_GET, LIST_LEN, LIST_OPS, LIST_STACK, LOOP, RAISE, SCRIPT_OPS,
+                         SIZE, STRUCTURAL_OPS)
+from .values import (ListType, Node, Value, symbols_bound, symbols_in_values,  # noqa: F401
+                     symbols_read)
 from .verifier import verify as _verify
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .values import BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE, SIZE, Value
+from .structural import BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE, SIZE
+from .values import Value
 from ..core.symbolic import SymInt
 
 if TYPE_CHECKING:  # (the graph prints through this module)

@@ -1,11 +1,11 @@
-"""The IR's values and nodes, and the names of its structural ops (guards, fused
-regions, control flow, size bindings, lists): what a graph is made of, below the graph
-itself, its printer and its verifier (ir/graph.py)."""
+"""The IR's values and nodes: what a graph is made of, below the graph itself, its printer
+and its verifier (ir/graph.py). The ops that are not in the op table are ir/structural.py's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..core import dtypes as dt
+from ..core.modes import DEFAULT, Modes
 from ..core.symbolic import SymInt, map_leaves, same_dim, symbols_in
 
 
@@ -39,33 +39,20 @@ class Node:
     outputs: list
     source: str = ""
     regions: list = field(default_factory=list)  # sub-graphs (control flow, fused kernels)
-    grad_mode: bool = True  # whether autograd recorded this op when it was traced
+    modes: Modes = DEFAULT  # the mode frame the op was traced under (core/modes.py)
+
+    @property
+    def grad_mode(self) -> bool:
+        """Whether autograd recorded this op when it was traced."""
+        return self.modes.grad_enabled
+
+    @grad_mode.setter
+    def grad_mode(self, on: bool) -> None:
+        self.modes = self.modes.but(grad_enabled=bool(on))
 
     @property
     def output(self) -> Value:
         return self.outputs[0]
-
-
-GUARD = "guard"  # attrs: kind ('bool'|'item'|'int'|'float'|'array'), expected
-FUSED = "fused"  # attrs: kind ('elementwise'|'row'); regions[0] is the fused sub-graph
-
-# Structured control flow (script mode). Regions are closed sub-graphs: their inputs are
-# block arguments (the node's operands), their outputs what they yield, and their
-# `size_outputs` sizes they yield (bound to the node's `sizes` symbols afterwards).
-IF = "if"        # inputs: pred (bool[]), *operands; regions: then, else; attrs: sizes
-LOOP = "loop"    # inputs: *carried, *invariants; regions: [cond], body; attrs: see LOOP_ATTRS
-BIND = "bind_size"  # inputs: an integer[] tensor; attrs: symbol: binds a size from data
-SIZE = "size"    # no inputs; attrs: expr (a size expression or comparison) -> a 0-d tensor
-RAISE = "raise"  # attrs: exc (an exception instance): raises it when reached
-CONTROL = frozenset({IF, LOOP})
-# lists of tensors whose length is decided when the program runs (built in a loop)
-LIST = "list"            # inputs: the first elements -> a list value
-LIST_APPEND = "list_append"  # inputs: list, tensor -> the list with it appended
-LIST_GET = "list_get"    # inputs: list; attrs: index (a size) -> the element
-LIST_LEN = "list_len"    # inputs: list; attrs: symbol: binds the length
-LIST_STACK = "list_stack"  # inputs: list; attrs: how ('stack'|'cat'), dim, symbol
-LIST_OPS = frozenset({LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_STACK})
-SCRIPT_OPS = CONTROL | LIST_OPS | {BIND, SIZE, RAISE}
 
 
 class ListType:
@@ -77,10 +64,6 @@ class ListType:
 
     def __init__(self, elem=None):
         self.elem = elem
-# a loop's attributes: index (symbol bound to the iteration's number, or None), start,
-# stop, step (sizes, for a range loop; stop None: a while loop), n_carried (how many
-# inputs are carried values), carried_sizes (symbols carried, bound from sizes_init and
-# then from the body's size outputs), has_cond (regions[0] decides each iteration)
 
 
 def symbols_in_values(x) -> set:

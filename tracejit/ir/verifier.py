@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .values import (BIND, FUSED, GUARD, IF, LIST, LIST_APPEND, LIST_GET, LIST_LEN, LIST_OPS,
-                     LIST_STACK, LOOP, RAISE, SIZE, Value, same_type)
+from .structural import IF, LIST, SCRIPT_OPS, STRUCTURAL_OPS, FUSED, GUARD
+from .values import Value, same_type
 from ..core.symbolic import SymInt
 
 if TYPE_CHECKING:  # (the graph verifies itself through this module)
@@ -44,7 +44,7 @@ def verify(graph: Graph) -> None:
         if node.op == FUSED:
             _check_fused(node, where, defined)
             continue
-        if node.op in (IF, LOOP, BIND, SIZE, RAISE) or node.op in LIST_OPS:
+        if node.op in SCRIPT_OPS:
             _check_script_node(node, where, defined)
             continue
         if node.op not in OPS:
@@ -93,15 +93,14 @@ def _check_fused(node, where: str, defined: set) -> None:
 
 def _check_script_node(node, where: str, defined: set) -> None:
     """Branches, loops and the size nodes of script graphs."""
-    arity = {BIND: (1, 0), SIZE: (0, 1), RAISE: (0, 0), LIST_APPEND: (2, 1), LIST_GET: (1, 1),
-             LIST_LEN: (1, 0), LIST_STACK: (1, 1)}
+    arity = STRUCTURAL_OPS[node.op].arity
     if node.op == LIST:
         if len(node.outputs) != 1:
             raise VerificationError(f"{where}: a list node defines one list value")
-    elif node.op in arity:
-        if (len(node.inputs), len(node.outputs)) != arity[node.op]:
-            raise VerificationError(f"{where}: takes {arity[node.op][0]} inputs and defines "
-                                    f"{arity[node.op][1]} values")
+    elif arity is not None:
+        if (len(node.inputs), len(node.outputs)) != arity:
+            raise VerificationError(f"{where}: takes {arity[0]} inputs and defines "
+                                    f"{arity[1]} values")
     elif node.op == IF:
         if len(node.regions) != 2:
             raise VerificationError(f"{where}: an if holds a then and an else region")

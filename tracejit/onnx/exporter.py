@@ -325,8 +325,8 @@ def _lower_nodes(ctx, nodes, values: dict) -> None:
         op = OPS[node.op] if node.op in OPS else None
         lower = lowering_of(op) if op is not None else None
         if lower is None:
-            why = REFUSED.get(op, "no lowering" if op is not None else
-                              "a scripted construct ONNX export does not have yet")
+            why = REFUSED.get(op, "no lowering") if op is not None else \
+                _STRUCTURAL_REFUSED.get(node.op, "not an op of the IR")
             raise ExportError(f"cannot export {node.op} (at {node.source or 'an unknown line'})"
                               f": {why}")
         ctx.node_dtype = node.outputs[0].dtype.name
@@ -597,10 +597,16 @@ def _lower_list_stack(ctx, node, values: dict) -> None:
     _out(ctx, node, values, out)
 
 
+# the structural ops (ir/structural.py): lowered, or refused with the reason
 _CONTROL = {"if": _lower_if, "loop": _lower_loop, "bind_size": _lower_bind,
             "size": _lower_size, "list": _lower_list, "list_append": _lower_list_append,
             "list_get": _lower_list_get, "list_len": _lower_list_len,
             "list_stack": _lower_list_stack}
+_STRUCTURAL_REFUSED = {
+    "guard": "the trace read a tensor's value (refused before lowering, with its line)",
+    "fused": "the graph is exported before fusion (ONNX runtimes fuse on their own)",
+    "raise": "a scripted `raise` has no ONNX form yet",
+}
 
 
 def _axes(dynamic_axes, name: str, index: int) -> list:

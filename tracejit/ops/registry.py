@@ -156,6 +156,9 @@ class OpTable:
     def __contains__(self, name: str) -> bool:
         return name in self._ops
 
+    def get(self, name: str, default=None):
+        return self._ops.get(name, default)
+
     def __iter__(self):
         return iter(self._ops.values())
 

@@ -1,7 +1,7 @@
 """`tj.profiler`, with PyTorch's API: `profile`, `record_function`, `schedule`,
 `ProfilerActivity`, `key_averages().table()`, `export_chrome_trace`.
 
-The profiler subscribes to tracejit's event bus (runtime/events.py, where the event
+The profiler subscribes to tracejit's event bus (core/events.py, where the event
 names are listed): every eager op (`aten::add`, `aten::linear`, ... PyTorch's names),
 every node the backward engine runs, and for compiled programs the traced call, its
 guard checks and misses, recording a new trace, each op and fused kernel of the host
@@ -17,7 +17,8 @@ import os
 import threading
 from collections import defaultdict
 
-from ..runtime import events
+from ..core import events
+from ..runtime import memory
 
 __all__ = ["profile", "record_function", "schedule", "ProfilerActivity", "ProfilerAction",
            "tensorboard_trace_handler"]
@@ -225,8 +226,8 @@ class profile:
 
     def _subscribe(self, on: bool) -> None:
         if on and not self._subscribed:
-            events.subscribe(self._sink, self.record_shapes, self.profile_memory,
-                             self.with_stack)
+            events.subscribe(self._sink, self.record_shapes,
+                             memory.allocated if self.profile_memory else None, self.with_stack)
         elif not on and self._subscribed:
             events.unsubscribe(self._sink)
         self._subscribed = on

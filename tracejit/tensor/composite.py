@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 import inspect
 
-from ..runtime import events
-from ..runtime.events import ACTIVE as _EVENTS
+from ..core import events
+from ..core.events import ACTIVE as _EVENTS
 from ..core.modes import STATE
 from .dispatch import cast_inputs
 from .node import Node

@@ -22,8 +22,8 @@ from ..ops.rules import aval_of
 from .tensor import Tensor, _make
 from . import device as _device  # the CUDA step (it imports this module)
 from ..backends.cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tensor exists
-from ..runtime import events
-from ..runtime.events import ACTIVE as _EVENTS
+from ..core import events
+from ..core.events import ACTIVE as _EVENTS
 from ..backends.cuda import memory
 
 _SKIP = [False]  # the next apply is the one `_profiled` is timing
@@ -114,7 +114,7 @@ def apply(op, *args, **attrs) -> Tensor:
     is on and an input requires grad), mark views. `unary` and `binary` are a cache of
     this chain for the common case: they take the op only when every step before compute
     has nothing to do, and otherwise call this."""
-    if _EVENTS[0]:  # a profiler listens (runtime/events.py)
+    if _EVENTS[0]:  # a profiler listens (core/events.py)
         if _SKIP[0]:
             _SKIP[0] = False
         else:

@@ -13,8 +13,9 @@ import numpy as np
 
 from ..backends.cuda import memory as device_memory
 from ..core.modes import STATE
-from ..runtime import events, memory
-from ..runtime.events import ACTIVE as _EVENTS
+from ..core import events
+from ..runtime import memory
+from ..core.events import ACTIVE as _EVENTS
 from . import node as _node
 from .node import FRESH_VIEW, STALE_VIEWS, AccumulateGrad
 

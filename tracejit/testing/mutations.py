@@ -37,7 +37,7 @@ MUTANTS = [
      "return np.ascontiguousarray(np.matmul(b.T, a.T).T)", "return np.matmul(b.T, a.T).T",
      ["tests/test_ops.py"]),
     ("grad mode dropped from the CSE key", "tracejit/ir/passes/cse.py",
-     "key = (node.op, node.grad_mode, ", "key = (node.op, ",
+     "key = (node.op, node.modes, ", "key = (node.op, ",
      ["tests/test_passes.py", "tests/test_soundness.py"]),
     ("CSE keys sizes by the number they had when traced", "tracejit/ir/passes/rewrite.py",
      '        return ("size", x.source())', '        return ("int", x.hint)',

@@ -15,7 +15,7 @@ def cse(graph: Graph) -> Graph:
     for node in graph.nodes:
         if mergeable(node):
             inputs = [b.get(x) for x in node.inputs]
-            key = (node.op, node.grad_mode, tuple(id(x) if isinstance(x, Value) else
+            key = (node.op, node.modes, tuple(id(x) if isinstance(x, Value) else
                                                   value_key(x) for x in inputs),
                    attrs_key(node.attrs))
             if key in seen:

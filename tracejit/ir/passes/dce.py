@@ -17,6 +17,7 @@ from ..effects import CHECK, INDICES, RANDOM_DRAW, effects
 from ..graph import (BIND, CONTROL, LIST_GET, LIST_LEN, LIST_STACK, LOOP, Graph,
                      Value, symbols_bound, symbols_in_values)
 from .rewrite import Builder
+from ..walk import copy_node
 
 
 _BINDERS = (BIND, LIST_LEN, LIST_STACK, LIST_GET)  # nodes that bind size symbols
@@ -142,10 +143,9 @@ def _copy_pruned(b: Builder, node, dead: frozenset, used: set) -> None:
     k = node.attrs["n_carried"]
     attrs = dict(node.attrs, n_carried=k - sum(1 for j in dead if j < k))
     keep = [i for i in range(len(node.inputs)) if i not in dead]
-    new = b.graph.add_node(LOOP, [b.get(node.inputs[i]) for i in keep], attrs,
-                           [(v.dtype, v.shape) for i, v in enumerate(node.outputs)
-                            if i not in dead], node.source)
-    new.grad_mode, new.regions = node.grad_mode, regions
+    new = copy_node(b.graph, node, b.get, inputs=[b.get(node.inputs[i]) for i in keep],
+                    attrs=attrs, regions=regions,
+                    outputs=[v for i, v in enumerate(node.outputs) if i not in dead])
     b.map.update(zip([v for i, v in enumerate(node.outputs) if i not in dead], new.outputs))
     b.passes_on(new, [node.inputs[i] for i in keep])
     carried = sum(1 for j in dead if j < k)

@@ -18,6 +18,7 @@ from ...ops.scalar import IDENTITY
 from ...core.symbolic import same_dim
 from ..graph import FUSED, Graph, Value, symbols_bound, symbols_read
 from .rewrite import Builder
+from ..walk import copy_node
 
 
 
@@ -428,11 +429,10 @@ def _emit_group(b: Builder, members, kind: str, users, external) -> None:
                 region.inputs.append(rv)
                 local[x] = rv
                 outer_inputs.append(b.get(x))
+    def get(x):
+        return local.get(x, x) if isinstance(x, Value) else x
     for m in members:
-        node = region.add_node(m.op, [local.get(x, x) if isinstance(x, Value) else x
-                                      for x in m.inputs], m.attrs,
-                               [(v.dtype, v.shape) for v in m.outputs], m.source)
-        node.grad_mode = m.grad_mode
+        node = copy_node(region, m, get)
         for old, new in zip(m.outputs, node.outputs):
             local[old] = new
     outs = [v for m in members for v in m.outputs
@@ -441,6 +441,6 @@ def _emit_group(b: Builder, members, kind: str, users, external) -> None:
     node = b.emit(FUSED, outer_inputs, {"kind": kind}, [(v.dtype, v.shape) for v in outs],
                   members[-1])
     node.regions = [region]
-    node.grad_mode = members[-1].grad_mode
+    node.modes = members[-1].modes
     for old, new in zip(outs, node.outputs):
         b.map[old] = new

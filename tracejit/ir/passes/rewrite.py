@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..graph import CONTROL, Graph, LIST, LIST_APPEND, ListType, Node, Value
 from ..values import same_type  # noqa: F401 (the passes' import)
+from ..walk import clone_graph
 from ...core.symbolic import SymInt, same_dim  # noqa: F401 (same_dim: the passes' import)
 import numpy as np
 
@@ -21,7 +22,7 @@ class Builder:
 
     `recurse`: the pass itself, applied to the regions of control-flow nodes as they are
     copied (each region is a closed graph, so a pass runs on it as on any graph). Fused
-    regions are kernels and are kept as they are."""
+    regions are kernels: they are copied as they are (ir/walk.py)."""
 
     def __init__(self, src: Graph, made_by: str, recurse=None):
         self.src = src
@@ -52,9 +53,11 @@ class Builder:
 
     def emit(self, op: str, inputs: list, attrs: dict, out_types: list, like: Node) -> Node:
         new = self.graph.add_node(op, inputs, attrs, out_types, like.source)
-        new.grad_mode, new.regions = like.grad_mode, like.regions
+        new.modes = like.modes
         if self.recurse is not None and like.op in CONTROL:
             new.regions = [self.recurse(r) for r in like.regions]
+        else:  # (a copy shares no region with its source)
+            new.regions = [clone_graph(r) for r in like.regions]
         return new
 
     def passes_on(self, node: Node, olds: list) -> None:
@@ -87,7 +90,7 @@ class Builder:
                 like = old.producer
                 node = self.graph.add_node("clone", [new], {}, [(new.dtype, new.shape)],
                                            like.source)
-                node.grad_mode = like.grad_mode
+                node.modes = like.modes
                 clones.append(node)
                 new = node.outputs[0]
             if isinstance(new, Value):

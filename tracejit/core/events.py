@@ -22,11 +22,11 @@ from __future__ import annotations
 import threading
 import time
 
-from .memory import allocated
 
 ACTIVE = [False]      # is anyone subscribed?
 WANT = {"shapes": False, "memory": False, "stack": False}
 _SINKS: list = []
+_MEMORY: list = [None]  # the first subscriber's memory counter
 now = time.perf_counter_ns
 
 # PyTorch's names for the ops whose table name differs from theirs
@@ -54,7 +54,9 @@ class Event:
         self.args, self.shapes, self.mem, self.stack = args, shapes, mem, stack
 
 
-def subscribe(sink, shapes: bool = False, memory: bool = False, stack: bool = False) -> None:
+def subscribe(sink, shapes: bool = False, memory=None, stack: bool = False) -> None:
+    """`sink(event)` receives every event; `memory`: a function giving the bytes allocated
+    now (each span then records the change), None for no memory statistics."""
     _SINKS.append((sink, shapes, memory, stack))
     _refresh()
 
@@ -67,7 +69,9 @@ def unsubscribe(sink) -> None:
 def _refresh() -> None:
     ACTIVE[0] = bool(_SINKS)
     WANT["shapes"] = any(s[1] for s in _SINKS)
-    WANT["memory"] = any(s[2] for s in _SINKS)
+    counters = [s[2] for s in _SINKS if s[2]]
+    WANT["memory"] = bool(counters)
+    _MEMORY[0] = counters[0] if counters else None
     WANT["stack"] = any(s[3] for s in _SINKS)
 
 
@@ -77,7 +81,7 @@ def emit(event: Event) -> None:
 
 
 def _memory() -> int:
-    return allocated()
+    return _MEMORY[0]()
 
 
 class span:
