@@ -181,3 +181,53 @@ def test_scripted_code_under_cuda_autocast_follows_eager_s_lists():
     for g, e in zip(got, want):
         np.testing.assert_allclose(g.cpu().numpy().astype(np.float64),
                                    e.cpu().numpy().astype(np.float64), rtol=2e-3, atol=2e-3)
+
+
+def test_a_traced_graph_on_the_device_runs_as_one_host_program():
+    """Forward and compiled backward on CUDA tensors run as generated functions over
+    device arrays: no op goes through eager dispatch (tensor/device.py) per call."""
+    import importlib
+
+    device = importlib.import_module("tracejit.tensor.device")
+
+    tj.manual_seed(1)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
+    x = tj.randn(3, 4)
+    want = (model(x) * 2).sum()
+    want.backward()
+    want_grads = _grads(model)
+    model.zero_grad()
+    model.cuda()
+
+    def loss(a):
+        return (model(a) * 2).sum()
+
+    traced = tj.trace(loss, (x.cuda(),))
+    traced(x.cuda()).backward()  # (the first call records the backward)
+    with tj.no_grad():  # (and the first without gradients records its own trace)
+        traced(x.cuda())
+    model.zero_grad()
+    assert "# host program of" in traced.code and "fused" in traced.code
+    calls = []
+    real = device.compute
+    device.compute = lambda op, args, attrs: calls.append(op.name) or real(op, args, attrs)
+    try:
+        got = traced(x.cuda())
+        got.backward()
+        with tj.no_grad():
+            plain = traced(x.cuda())
+    finally:
+        device.compute = real
+    # (the backward's seed, ones like the loss, is made eagerly; so are the gradients'
+    # first values in .grad, clones)
+    assert [c for c in calls if c not in ("full", "ones", "clone")] == [], calls
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    np.testing.assert_allclose(plain.item(), want.item(), rtol=1e-5)
+    for g, h in zip(_grads(model), want_grads):
+        np.testing.assert_allclose(g, h, rtol=1e-4, atol=1e-6)
+    # a batch size the capture did not see: the same program
+    x2 = tj.randn(6, 4)
+    with tj.no_grad():
+        np.testing.assert_allclose(traced(x2.cuda()).item(),
+                                   (model.cpu()(x2) * 2).sum().item(), rtol=1e-5)
+    assert traced.stats["compiles"] == 2  # one with gradients, one without

@@ -172,8 +172,9 @@ class HostProgram:
         with events.span(f"tracejit::program {self.graph.name}"):
             return list(self._profiled(*tensors))
 
-    @staticmethod
-    def _emit_op(em: _Emitter, node, args: list, out: str) -> None:
+    # ---- what a backend's host program calls (backends/cuda/host.py spells them for
+    # device arrays) -----------------------------------------------------------------
+    def _emit_op(self, em: _Emitter, node, args: list, out: str) -> None:
         op = OPS[node.op]
         if op.expr == IDENTITY and op.kind != ELEMENTWISE and \
                 _same_type(node.inputs[0], node.outputs[0]):
@@ -191,19 +192,23 @@ class HostProgram:
             call = f"_asarray({call})"
         em.lines.append(f"{out} = {call}  # {node.op}")
 
-    @staticmethod
-    def _emit_region(em: _Emitter, node, args: list, outs: list, into=None) -> None:
+    def _emit_region_ops(self, em: _Emitter, node, args: list, outs: list) -> None:
+        """A fused region without a kernel (float16, say): its ops one by one."""
+        region = node.regions[0]
+        names = dict(zip(region.inputs, args))
+        for inner in region.nodes:
+            inner_args = [names[x] if isinstance(x, Value) else em.render(x)
+                          for x in inner.inputs]
+            names[inner.outputs[0]] = f"{outs[0]}_{len(names)}"
+            self._emit_op(em, inner, inner_args, names[inner.outputs[0]])
+        em.lines.append(f"{''.join(o + ', ' for o in outs)}= "
+                        f"{''.join(names[v] + ', ' for v in region.outputs)}")
+
+    def _emit_region(self, em: _Emitter, node, args: list, outs: list, into=None) -> None:
         region = node.regions[0]
         kernel = compile_region(region, node.source, node.attrs["kind"])
-        if kernel is None:  # no kernel (float16, say): the region's ops one by one
-            names = dict(zip(region.inputs, args))
-            for inner in region.nodes:
-                inner_args = [names[x] if isinstance(x, Value) else em.render(x)
-                              for x in inner.inputs]
-                names[inner.outputs[0]] = f"{outs[0]}_{len(names)}"
-                HostProgram._emit_op(em, inner, inner_args, names[inner.outputs[0]])
-            em.lines.append(f"{''.join(o + ', ' for o in outs)}= "
-                            f"{''.join(names[v] + ', ' for v in region.outputs)}")
+        if kernel is None:
+            self._emit_region_ops(em, node, args, outs)
             return
         kname = em.const(kernel, "k")
         # region inputs are the node's inputs; sizes a kernel uses as numbers and the

@@ -8,7 +8,7 @@ names, so that a new backend is one entry in `BACKENDS`.
 |---|---|---|---|
 | interpret | op by op (numpy) | the interpreter | the interpreter |
 | numba | Numba CPU kernels | host programs (backends/host.py) | compiled, cached on disk |
-| cuda | Numba CUDA kernels | the interpreter over device arrays | compiled |
+| cuda | Numba CUDA kernels | host programs over device arrays (backends/cuda/host.py) | compiled |
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             backward_cache=False),
     Backend("numba", "cpu", ".numba_cpu", host=".host", compiled_backward=True,
             backward_cache=True),
-    Backend("cuda", "cuda", ".cuda.kernels", host=None, compiled_backward=True,
+    Backend("cuda", "cuda", ".cuda.kernels", host=".cuda.host", compiled_backward=True,
             backward_cache=False),
 )}
 

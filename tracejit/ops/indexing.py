@@ -5,6 +5,8 @@ used as indices are op inputs in the slots, so tracing sees them as values.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core import dtypes as dt
@@ -240,8 +242,7 @@ _NUMBERS = frozenset((np.float32, np.float64, np.int32, np.int64))  # by type: d
 
 def _around(shape, dim) -> tuple:
     """(A, D, B): the sizes before, at and after `dim`."""
-    return (int(np.prod(shape[:dim], dtype=np.int64)), shape[dim],
-            int(np.prod(shape[dim + 1:], dtype=np.int64)))
+    return math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])  # (np.prod: 5 us)
 
 
 def _in_range(index, size) -> bool:
@@ -286,7 +287,7 @@ def _index_scatter_args(g, *idx, shape, index):
             g.shape != rows.shape + shape[1:] or not _in_range(rows, shape[0]):
         return None
     out = np.zeros(shape, g.dtype)
-    width = int(np.prod(shape[1:], dtype=np.int64))
+    width = math.prod(shape[1:])
     return (out,), (np.ascontiguousarray(g).reshape(rows.size, width),
                     np.ascontiguousarray(rows, np.int64).reshape(-1),
                     out.reshape(shape[0], width))
