@@ -132,3 +132,18 @@ def test_eager_forward_backward_and_step_allocate_from_the_pool(compiled):
         opt.step()
         assert get_handler_name() == before
     assert _made_by(x * 2) == before  # outside a module: numpy's
+
+
+_KEEPS = ("import tracejit as tj\n"
+          "from tracejit.runtime import memory\n"
+          "f = tj.trace(lambda x: (x * 2).exp(), (tj.randn(1024, 1024),), backend='numba')\n"
+          "for n in (1024, 1032, 1040, 1048):\n"  # four sizes of 4 MiB blocks, freed
+          "    f(tj.randn(n, 1024))\n"
+          "print(memory.POOL_LIMIT, memory.pool_stats()['bytes'])\n")
+
+
+def test_the_pool_keeps_at_most_its_limit_which_the_environment_sets():
+    limit, held = map(int, _new_process(_KEEPS, {"TRACEJIT_MEMORY_POOL_LIMIT": "6"}))
+    assert limit == 6 << 20 and 0 < held <= limit  # one 4 MiB block fits, two do not
+    limit, held = map(int, _new_process(_KEEPS, {"TRACEJIT_MEMORY_POOL_LIMIT": ""}))
+    assert limit >= 512 << 20 and held > 6 << 20  # by default: a sixteenth of the memory
