@@ -70,3 +70,29 @@ def test_a_traced_layer_under_cuda_autocast_runs_its_epilogue_in_float16():
     np.testing.assert_allclose(got.detach().cpu().numpy().astype(np.float32),
                                want.detach().cpu().numpy().astype(np.float32), rtol=2e-3,
                                atol=2e-3)
+
+
+def test_float16_row_kernels_accumulate_in_float32_on_the_device():
+    """A traced softmax and a row norm of float16 values, and eager float16 sums over the
+    last dimension: row kernels on the device (float16 loads in float32 registers, sums
+    accumulated in float32 and rounded once), near the float32 result rounded to float16."""
+    def rows(x, g):
+        return x.softmax(-1) * g, (x * x).mean(-1, keepdim=True).sqrt()
+
+    x, g = (tj.randn(6, 33) * 3).to(tj.float16), tj.randn(33).to(tj.float16)
+    want = [w.to(tj.float16).numpy().astype(np.float32)
+            for w in rows(x.to(tj.float32), g.to(tj.float32))]
+    traced = tj.trace(rows, (x.cuda(), g.cuda()), backend="cuda")
+    traced(x.cuda(), g.cuda())
+    kernels, trips = STATS["kernels"]["fused[row]"], _host_trips()
+    got = traced(x.cuda(), g.cuda())
+    assert STATS["kernels"]["fused[row]"] > kernels and _host_trips() == trips
+    for a, w in zip(got, want):
+        assert a.dtype is tj.float16 and a.is_cuda
+        np.testing.assert_allclose(a.cpu().numpy().astype(np.float32), w, rtol=2e-3,
+                                   atol=2e-3)
+    for reduce in (lambda a: a.sum(-1), lambda a: a.amax(-1), lambda a: a.mean()):
+        got = reduce(x.cuda())
+        assert got.dtype is tj.float16 and _host_trips() == trips
+        np.testing.assert_allclose(got.cpu().numpy().astype(np.float32),
+                                   reduce(x.to(tj.float32)).numpy(), rtol=2e-3, atol=2e-2)

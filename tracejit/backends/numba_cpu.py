@@ -197,17 +197,18 @@ def generate_row(region: Graph) -> str:
     return render_row(plan_row(region))
 
 
-def _row_item(item, statement=None, dtypes=None) -> str:
+def _row_item(item, statement=None, dtypes=None, reads=_READ, writes=_WRITE) -> str:
     """One item of a row pass (inside the loop over columns j) in Numba's Python, which
     the CPU and CUDA renderers share; `statement` spells a Statement (the CPU's by
-    default); `dtypes` (param -> dtype, the CPU's) reads and writes float16/bfloat16
-    arrays as their bits."""
+    default); `dtypes` (param -> dtype) with `reads` and `writes` (dtype -> conversion)
+    turns float16/bfloat16 elements into float32 registers and back (the CPU's arrays are
+    their bits)."""
     if isinstance(item, Load):
         index = {"element": "r, j", "column": "j", "row": "r, 0", "spilled": "r, j"}
         text = f"{item.param}[{index[item.kind]}]"
-        return f"{item.local} = {_converted(_READ, (dtypes or {}).get(item.param), text)}"
+        return f"{item.local} = {_converted(reads, (dtypes or {}).get(item.param), text)}"
     if isinstance(item, Store):
-        return f"{item.param}[r, j] = " + _converted(_WRITE, (dtypes or {}).get(item.param),
+        return f"{item.param}[r, j] = " + _converted(writes, (dtypes or {}).get(item.param),
                                                      item.local)
     if isinstance(item, Reciprocal):
         return f"{item.target} = {_NP_TYPES[item.dtype]}(1) / {item.of}"

@@ -67,7 +67,7 @@ def compute(op, args, attrs):
     first = args[0] if args else None
     on_device = first is not None and memory.is_device_array(first)
     if op.kind is REDUCE and op.monoid in (SUM, MEAN, MAX, MIN) and "dim" in attrs and \
-            on_device and first.dtype.name in ("float32", "float64"):
+            on_device and first.dtype.name in ("float16", "float32", "float64"):
         out = _reduce(op, first, attrs)
         if out is not None:
             return out

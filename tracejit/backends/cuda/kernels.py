@@ -184,7 +184,8 @@ def _combine(monoid) -> str:
 _NUMBA_TYPES = {"float32": "numba.float32", "float64": "numba.float64",
                 "int32": "numba.int32", "int64": "numba.int64", "bool": "numba.boolean",
                 "int8": "numba.int8", "uint8": "numba.uint8", "int16": "numba.int16",
-                "uint16": "numba.uint16", "uint32": "numba.uint32", "uint64": "numba.uint64"}
+                "uint16": "numba.uint16", "uint32": "numba.uint32", "uint64": "numba.uint64",
+                "float16": "numba.float32"}  # (float16 accumulates in float32)
 
 
 def _initial(monoid, dtype: str) -> str:
@@ -202,8 +203,8 @@ def _initial(monoid, dtype: str) -> str:
     return str(int(np.iinfo(dt).min if monoid is MAX else np.iinfo(dt).max))
 
 
-def _row_item(item) -> str:
-    return row_item(item, render_statement)
+def _row_item(item, dtypes: dict) -> str:
+    return row_item(item, render_statement, dtypes, _CUDA_READ, _CUDA_WRITE)
 
 
 THREADS_PER_ROW = 128  # a power of two (the tree halves it); the simulator uses 8
@@ -212,18 +213,26 @@ THREADS_PER_ROW = 128  # a power of two (the tree halves it); the simulator uses
 def render_row(plan, threads: int) -> str:
     """The CUDA spelling of a row plan, for blocks of `threads` threads."""
     params = ", ".join(("rows", "n") + plan.outputs + plan.inputs + plan.sizes)
+    dtypes = dict(plan.dtypes)
+
+    def item(x) -> str:
+        return _row_item(x, dtypes)
+
+    def written(param: str, local: str) -> str:
+        f = _CUDA_WRITE.get(dtypes.get(param))
+        return f"{f}({local})" if f else local
     lines = ["@cuda.jit", f"def row({params}):", "    t = cuda.threadIdx.x",
              "    width = cuda.blockDim.x", "    c = cuda.blockIdx.x"]
     for k, p in enumerate(plan.reductions):
         lines.append(f"    sh{k} = cuda.shared.array({threads}, {_NUMBA_TYPES[p.dtype]})")
     lines.append("    for r in range(c, rows, cuda.gridDim.x):")
-    lines += ["        " + _row_item(load) for load in plan.row_loads]
+    lines += ["        " + item(load) for load in plan.row_loads]
     for k, p in enumerate(plan.reductions):
-        lines += ["        " + _row_item(item) for item in p.prelude]
+        lines += ["        " + item(it) for it in p.prelude]
         combine = _combine(p.monoid)
         lines.append(f"        acc = {_initial(p.monoid, p.dtype)}")
         lines.append("        for j in range(t, n, width):")
-        lines += ["            " + _row_item(item) for item in p.body]
+        lines += ["            " + item(it) for it in p.body]
         lines.append(f"            acc = {combine.format(a='acc', b=p.operand)}")
         lines += [f"        sh{k}[t] = acc", "        cuda.syncthreads()",
                   "        half = width // 2", "        while half > 0:",
@@ -232,14 +241,17 @@ def render_row(plan, threads: int) -> str:
                   f"                sh{k}[t] = {combine.format(a=f'sh{k}[t]', b='x')}",
                   "            cuda.syncthreads()", "            half = half // 2"]
         finish = f"sh{k}[0] / n" if p.monoid.mean else f"sh{k}[0]"
-        lines.append(f"        {p.target} = {_NP_TYPES[p.dtype]}({finish})")
-    lines += ["        " + _row_item(item) for item in plan.prelude]
+        rounding = _CUDA_ROUND.get(p.dtype)  # float16: accumulated in float32, rounded once
+        lines.append(f"        {p.target} = {rounding}(np.float32({finish}))" if rounding else
+                     f"        {p.target} = {_NP_TYPES[p.dtype]}({finish})")
+    lines += ["        " + item(it) for it in plan.prelude]
     if plan.output_pass:
         lines.append("        for j in range(t, n, width):")
-        lines += ["            " + _row_item(item) for item in plan.output_body]
-        lines += [f"            {param}[r, j] = {local}" for param, local in plan.element_stores]
+        lines += ["            " + item(it) for it in plan.output_body]
+        lines += [f"            {param}[r, j] = {written(param, local)}"
+                  for param, local in plan.element_stores]
         lines += [f"            {param}[c, j] += {local}" for param, local, _ in plan.column_sums]
-    lines += ["        if t == 0:"] + [f"            {param}[r, 0] = {local}"
+    lines += ["        if t == 0:"] + [f"            {param}[r, 0] = {written(param, local)}"
                                        for param, local in plan.row_stores] \
         if plan.row_stores else []
     if plan.reductions:
@@ -265,9 +277,10 @@ class CudaRowKernel:
                             is_column_value(v) else "element" for v in region.inputs]
         self.outputs = [(v.dtype.np, "summed" if v in summed else "row" if is_row_value(
             v, reduced) else "element", len(v.shape)) for v in region.outputs]
-        if any(v.dtype.name in ("float16", "bfloat16") for v in region.inputs +
-               region.outputs):
-            raise Unsupported("float16/bfloat16 kernels are not generated for CUDA yet")
+        if any(v.dtype.name == "bfloat16" for v in region.inputs + region.outputs):
+            raise Unsupported("bfloat16 kernels are not generated for CUDA yet")
+        if any(d == np.float16 and kind == "summed" for d, kind, _ in self.outputs):
+            raise Unsupported("float16 sums over rows are not generated for CUDA yet")
         self.sizes = _size_codes(region)
         self.frame = [_shape_codes(v) for v in row_frame(region)]
 
