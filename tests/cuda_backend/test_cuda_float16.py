@@ -96,3 +96,13 @@ def test_float16_row_kernels_accumulate_in_float32_on_the_device():
         assert got.dtype is tj.float16 and _host_trips() == trips
         np.testing.assert_allclose(got.cpu().numpy().astype(np.float32),
                                    reduce(x.to(tj.float32)).numpy(), rtol=2e-3, atol=2e-2)
+
+
+def test_a_float16_matmul_on_the_device_accumulates_in_float32():
+    a, b = tj.randn(5, 37).to(tj.float16), tj.randn(37, 6).to(tj.float16)
+    trips = _host_trips()
+    got = a.cuda() @ b.cuda()
+    assert got.dtype is tj.float16 and got.is_cuda and _host_trips() == trips
+    want = (a.to(tj.float32) @ b.to(tj.float32)).to(tj.float16).numpy().astype(np.float32)
+    np.testing.assert_allclose(got.cpu().numpy().astype(np.float32), want, rtol=2e-3,
+                               atol=2e-3)

@@ -91,7 +91,8 @@ def compute(op, args, attrs):
     if op is OPS.matmul:
         a, b = args
         if memory.is_device_array(a) and memory.is_device_array(b) and a.ndim == 2 and \
-                b.ndim == 2 and a.dtype == b.dtype and a.dtype.name in ("float32", "float64"):
+                b.ndim == 2 and a.dtype == b.dtype and a.dtype.name in ("float16", "float32",
+                                                                        "float64"):
             STATS["kernels"]["matmul"] += 1
             return cuda_kernels.matmul(a, b)
     return round_trip(op, args, attrs)

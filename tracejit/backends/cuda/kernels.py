@@ -343,11 +343,13 @@ def compile_region(region: Graph, label: str, kind: str = "elementwise"):
 # A tiled matmul: each block computes a TILE x TILE tile of the product, stepping through
 # the inner dimension a tile at a time: both operands' tiles are loaded into shared
 # memory by the block's threads (zeros past the edges), then every thread accumulates
-# its element from them, in float32 for float32 operands, as cuBLAS does by default.
+# its element from them, in float32 for float32 and float16 operands (rounded to float16
+# once, at the end), as cuBLAS does by default.
 
 @functools.lru_cache(maxsize=None)
 def _matmul_kernel(tile: int, dtype: str):
-    item = getattr(numba, dtype)
+    item = numba.float32 if dtype == "float16" else getattr(numba, dtype)
+    store = np.float16 if dtype == "float16" else item
 
     @cuda.jit
     def matmul(a, b, c):
@@ -361,15 +363,15 @@ def _matmul_kernel(tile: int, dtype: str):
         acc = item(0)
         for t in range((inner + tile - 1) // tile):
             k = t * tile + tx
-            sa[ty, tx] = a[row, k] if row < m and k < inner else item(0)
+            sa[ty, tx] = item(a[row, k]) if row < m and k < inner else item(0)
             k = t * tile + ty
-            sb[ty, tx] = b[k, col] if k < inner and col < n else item(0)
+            sb[ty, tx] = item(b[k, col]) if k < inner and col < n else item(0)
             cuda.syncthreads()
             for i in range(tile):
                 acc += sa[ty, i] * sb[i, tx]
             cuda.syncthreads()
         if row < m and col < n:
-            c[row, col] = acc
+            c[row, col] = store(acc)
     return matmul
 
 
@@ -379,8 +381,8 @@ def matmul(a, b):
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not "
                          "multiply")
-    if a.dtype != b.dtype or a.dtype.name not in ("float32", "float64"):
-        raise Unsupported("matmul kernels are float32 and float64, of one dtype")
+    if a.dtype != b.dtype or a.dtype.name not in ("float16", "float32", "float64"):
+        raise Unsupported("matmul kernels are float16, float32 and float64, of one dtype")
     tile = 4 if simulated() else 16
     m, n = a.shape[0], b.shape[1]
     c = cuda.device_array((m, n), a.dtype)
