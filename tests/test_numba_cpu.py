@@ -638,6 +638,26 @@ def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
 
 
+
+def test_a_row_kernel_output_that_spans_fewer_rows_than_the_frame_keeps_its_shape():
+    """A per-channel value [1, C, 1] computed inside a row kernel over [B, C, N] (a batch
+    norm's mean as sums over rows, then over the batch) is one value per channel, not per
+    (image, channel) row: its sum and its reshape see C values, as in eager."""
+    def f(x):
+        m = x.sum(2, keepdim=True).sum(0, keepdim=True) / 512
+        c = x - m
+        v = (c * c).sum(2, keepdim=True).sum(0, keepdim=True) / 512
+        return c * (v + 1e-5).rsqrt(), m.sum() * 1, m.reshape(16), m * 2
+
+    t = traced(f, tj.randn(8, 16, 64))
+    assert any(nd.op == "fused" and nd.attrs["kind"] == "row" and
+               any(v.shape[0] == 1 for v in nd.outputs if v.shape) for nd in t.graph.nodes)
+    for batch in (8, 3):
+        x = tj.randn(batch, 16, 64)
+        for got, want in zip(t(x), f(x)):
+            assert tuple(got.shape) == tuple(want.shape)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=2e-5)
+
 # reductions whose operand is broadcast inside the region (a stride-0 dimension): nothing
 # outside the row kernel has the reduced dimension's length
 BROADCAST_REDUCTIONS = {

@@ -231,3 +231,24 @@ def test_a_traced_graph_on_the_device_runs_as_one_host_program():
         np.testing.assert_allclose(traced(x2.cuda()).item(),
                                    (model.cpu()(x2) * 2).sum().item(), rtol=1e-5)
     assert traced.stats["compiles"] == 2  # one with gradients, one without
+
+
+def test_a_row_region_output_smaller_than_its_frame_keeps_its_shape_on_the_device():
+    """A per-channel [1, C, 1] value computed in a row region over [B, C, N], and a [N]
+    value the same in every row: the shapes and values eager gives."""
+    def norm(x):
+        m = x.sum(2, keepdim=True).sum(0, keepdim=True) / 512
+        c = x - m
+        v = (c * c).sum(2, keepdim=True).sum(0, keepdim=True) / 512
+        return c * (v + 1e-5).rsqrt(), m.sum() * 1, m.reshape(16), m * 2
+
+    def scaled(x, y):
+        s = y * y + 1
+        h = x / s
+        return (h - h.mean(-1, keepdim=True)) * s, s * 2
+
+    for fn, args in ((norm, (tj.randn(8, 16, 64),)), (scaled, (tj.randn(3, 5), tj.randn(5)))):
+        traced = tj.trace(fn, tuple(a.cuda() for a in args), backend="cuda")
+        for got, want in zip(traced(*(a.cuda() for a in args)), fn(*args)):
+            assert tuple(got.shape) == tuple(want.shape)
+            np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=2e-5, atol=2e-5)

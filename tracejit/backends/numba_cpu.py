@@ -459,6 +459,40 @@ def loop_levels(plan: ElementwisePlan) -> dict:
     return levels
 
 
+def row_picks(region: Graph, kinds: list, reduced: set, rank: int) -> list:
+    """Per output of a row region: None, or, for a per-row value that does not span every
+    row of the frame (of `rank` dims, the row last), per lead dimension whether it spans
+    it, and the value's rank. A row kernel computes such a value in every row; its result
+    is read from the first rows (picked_rows)."""
+    picks = []
+    for v, kind in zip(region.outputs, kinds):
+        if kind != "row":
+            picks.append(None)
+            continue
+        dims = list(_broadcast_pick(v))
+        if v in reduced and len(dims) == rank - 1:  # a reduction without keepdim
+            dims.append(False)
+        dims = [False] * (rank - len(dims)) + dims
+        spans = tuple(dims[:-1])
+        picks.append(None if all(spans) and len(v.shape) >= rank - 1 else
+                     (spans, len(v.shape), v in reduced and len(v.shape) == rank - 1))
+    return picks
+
+
+def picked_rows(results: list, outs: list, picks: list, lead: tuple) -> list:
+    """`results` with each picked per-row output (row_picks) read from the first rows of
+    its kernel output `outs[k]` ([rows, 1]) at the value's own shape."""
+    for k, pick in enumerate(picks):
+        if pick is None:
+            continue
+        spans, rank, no_keepdim = pick
+        index = tuple(slice(None) if whole else slice(0, 1) for whole in spans)
+        rows = outs[k].reshape(tuple(lead) + (1,))[index]
+        shape = rows.shape[:-1] if no_keepdim else rows.shape
+        results[k] = np.array(rows.reshape(shape[len(shape) - rank:] if rank else ()))
+    return results
+
+
 def _broadcast_pick(v: Value) -> tuple:
     """Per dimension of v: whether it spans the loop's dimension (else a literal 1)."""
     return tuple(not (isinstance(size, int) and size == 1) for size in v.shape)
@@ -714,10 +748,10 @@ class RowKernel:
         # the kernel writes it at every position; it is read back from the first ones
         self.partial = [None if kind != "element" else _broadcast_pick(v)
                         for v, (_, kind, _) in zip(region.outputs, self.outputs)]
-        # a per-row output of lower rank than the frame that is not a reduction without
-        # keepdim (a scalar the same in every row): computed per row, read from the first
-        self.row_picks = [_broadcast_pick(v) if kind == "row" and v not in reduced else None
-                          for v, (_, kind, _) in zip(region.outputs, self.outputs)]
+        # a per-row output that does not span every row (a [1, C, 1] value of a [B, C, N]
+        # frame, a scalar the same in every row): computed per row, read from the first
+        self.row_picks = row_picks(region, [kind for _, kind, _ in self.outputs], reduced,
+                                   max(len(v.shape) for v in self.frame_values))
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -772,12 +806,7 @@ class RowKernel:
                 index = (0,) * (len(full) - len(pick)) + tuple(
                     slice(None) if whole else slice(0, 1) for whole in pick)
                 results[k] = np.array(results[k][index])
-        for k, pick in enumerate(self.row_picks):
-            if pick is not None and len(pick) < len(full):
-                index = (0,) * (len(full) - len(pick)) + tuple(
-                    slice(None) if whole else slice(0, 1) for whole in pick)
-                results[k] = np.array(outs[k].reshape(lead + (1,))[index])
-        return results
+        return picked_rows(results, outs, self.row_picks, lead)
 
 
 _failed: set = set()

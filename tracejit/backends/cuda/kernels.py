@@ -261,6 +261,25 @@ def render_row(plan, threads: int) -> str:
     return "\n".join(_HEADER[:-1] + ["import numba", ""] + lines) + "\n"
 
 
+def _spans_fewer(v, kind: str, frame: list, reduced: bool) -> bool:
+    """Whether a row region's output `v` is smaller than the rows (and, per element, the
+    columns) of the frame it is computed over: a dimension of size 1 where the frame's
+    is not, or fewer dimensions (a reduction without keepdim drops only the row's)."""
+    if kind == "summed":
+        return False
+    rank = max(len(f.shape) for f in frame)
+    shape = list(v.shape) + ([1] if reduced and len(v.shape) == rank - 1 else [])
+    if len(shape) < rank:
+        return True
+    for d in range(rank - 1 if kind == "row" else rank):
+        if isinstance(shape[d], int) and shape[d] == 1 and any(
+                not (isinstance(f.shape[d - rank + len(f.shape)], int) and
+                     f.shape[d - rank + len(f.shape)] == 1)
+                for f in frame if len(f.shape) >= rank - d):
+            return True
+    return False
+
+
 class CudaRowKernel:
     """A compiled row region on the device: call `run` with device arrays (an input
     smaller than the row frame is broadcast to it on the device first)."""
@@ -282,7 +301,14 @@ class CudaRowKernel:
         if any(d == np.float16 and kind == "summed" for d, kind, _ in self.outputs):
             raise Unsupported("float16 sums over rows are not generated for CUDA yet")
         self.sizes = _size_codes(region)
-        self.frame = [_shape_codes(v) for v in row_frame(region)]
+        frame = row_frame(region)
+        self.frame = [_shape_codes(v) for v in frame]
+        # an output the same in several rows, or in every row (a per-channel value of a
+        # [B, C, N] frame, a [N] value): not read back from the first rows on the device
+        # yet, so the region runs op by op there
+        if any(_spans_fewer(v, kind, frame, v in reduced)
+               for v, (_, kind, _) in zip(region.outputs, self.outputs)):
+            raise Unsupported("a row kernel output that spans fewer rows than its frame")
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         env = env or {}
