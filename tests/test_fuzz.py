@@ -23,7 +23,7 @@ def test_programs_are_deterministic_and_cover_the_dimensions():
     for feature in (".item()", "if ", "range(x.shape[0]", "range(int(", " G", " C", "GT",
                     "self.scale", ".add_(", "INNER(", "d['x']", "[0] =", ".detach()",
                     "@ W", "x.shape[0] ** 2", "(x.shape[0] - 1) // 2", "view(-1)",
-                    "tj.cat(", "[1:].mul_(", ".t().contiguous()"):
+                    "tj.cat(", "[1:].mul_(", ".t().contiguous()", ".sum(0, keepdim=True)"):
         assert feature in sources, feature
     dtypes = {generate(s).dtype for s in range(300)}
     assert dtypes == {"float16", "float32", "float64"}

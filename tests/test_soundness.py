@@ -797,3 +797,26 @@ def test_a_value_guard_after_an_input_update_sees_the_old_input_when_it_fails():
             np.testing.assert_array_equal(a.numpy(), b.numpy())
         np.testing.assert_array_equal(x.numpy(), want[0].numpy())
     assert traced.stats["guard_failures"] > 0  # the guard did fail, and was survived
+
+
+def test_a_traced_call_that_updates_an_input_its_backward_reads_gives_eagers_gradient():
+    """The forward reads x, then updates it in place (x needs no gradient): the compiled
+    backward reads x's value from before the update, as eager's saved products do, and no
+    version error is raised (the update is the call's own)."""
+    w = tj.randn(3).requires_grad_()
+
+    def f(x):
+        h = x * x
+        x.add_(0.25)
+        return (tj.nn.functional.layer_norm(h, (3,)) * w).sum()
+
+    traced = tj.trace(f, (tj.randn(4, 3),))
+    for _ in range(3):
+        x = tj.randn(4, 3)
+        x2 = x.clone()
+        f(x2).backward()
+        want, w.grad = w.grad.clone(), None
+        traced(x).backward()
+        np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(x.numpy(), x2.numpy())
+        w.grad = None

@@ -108,7 +108,12 @@ class CompiledGraph:
             bt = inner.backward_trace(tensors)
             if bt is None or any(k >= n for k in bt.float_outs):
                 return None  # an update that carries a gradient
-            outs = autodiff.traced_call(bt, inner, tensors)
+            args = list(tensors)
+            with no_grad():  # an input the backward reads and this call overwrites: the
+                for i in targets:  # backward gets its value before the update (a copy)
+                    if i in bt.read_inputs:
+                        args[i] = tensors[i].detach().clone()
+            outs = autodiff.traced_call(bt, inner, args)
         else:
             outs = inner.run_forward(tensors)
         with no_grad():

@@ -79,7 +79,11 @@ class _Gen:
         elif kind == "reduce":
             fn = r.choice(["sum(-1, keepdim=True)", "mean(-1, keepdim=True)",
                            "amax(-1, keepdim=True)", "logsumexp(-1, keepdim=True)",
-                           "softmax(-1)", "mean()", "sum()", "var(-1, keepdim=True)"])
+                           "softmax(-1)", "mean()", "sum()", "var(-1, keepdim=True)",
+                           # a row sum, then over the first dim: one value per column
+                           # of rows (a batch norm's statistics)
+                           "sum(-1, keepdim=True).sum(0, keepdim=True)",
+                           "mean(0, keepdim=True)"])
             self.emit(f"{v} = {a}.{fn}", v)
         elif kind == "matmul":
             self.emit(f"{v} = {a} @ W", v)
