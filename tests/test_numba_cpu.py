@@ -639,6 +639,7 @@ def test_a_row_kernel_returns_a_value_that_is_the_same_in_every_row():
 
 
 
+@pytest.mark.compile
 def test_a_row_kernel_output_that_spans_fewer_rows_than_the_frame_keeps_its_shape():
     """A per-channel value [1, C, 1] computed inside a row kernel over [B, C, N] (a batch
     norm's mean as sums over rows, then over the batch) is one value per channel, not per

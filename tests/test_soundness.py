@@ -820,3 +820,21 @@ def test_a_traced_call_that_updates_an_input_its_backward_reads_gives_eagers_gra
         np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(x.numpy(), x2.numpy())
         w.grad = None
+
+
+def test_a_reshape_that_aliases_for_some_sizes_and_copies_for_others_is_guarded():
+    """x.t().reshape(-1) copies a [B, 3] x, but is a view of it when B is 1 (a [3, 1]
+    transpose is contiguous): an update of x after it then changes the reshape's value or
+    not, as in eager, whichever the trace saw."""
+    def f(x):
+        h = x.t().reshape(-1).reshape(3, -1).t()
+        x.mul_(0.25)
+        return h * 2
+
+    for first, then in (((4, 3), (1, 3)), ((1, 3), (4, 3))):
+        traced = tj.trace(f, (tj.randn(*first),))
+        for shape in (then, first, then):
+            x = tj.randn(*shape)
+            x2 = x.clone()
+            np.testing.assert_allclose(traced(x).numpy(), f(x2).numpy(), rtol=1e-6)
+            np.testing.assert_array_equal(x.numpy(), x2.numpy())

@@ -94,6 +94,9 @@ class Recorder:
         self.aborted: str | None = None
         self.abort_is_final = True             # False: later calls may trace again
         self.saved_counters: dict = {}         # id(version counter) -> (op, counter)
+        # sizes a reshape's view-or-copy decision rests on (a strided source: whether its
+        # sizes are 1), guarded once something is updated in place (then aliasing counts)
+        self.layout_sizes: list = []
         self.modes = STATE.modes                # the frame at the call: its entry guard
         self.grad_mode = self.modes.grad_enabled
 
@@ -353,11 +356,26 @@ class Recorder:
             if node.saved is not None and any(isinstance(a, SymInt) for a in args):
                 node.saved = [a if isinstance(a, SymInt) else s
                               for s, a in zip(node.saved, args)]
+        if op.view and not self.aborted and op is OPS.reshape and isinstance(
+                args[0], Tensor) and (args[0]._base is not None or
+                                      not _contiguous(args[0]._data)):
+            # a reshape of a strided tensor is a view or a copy depending on which of its
+            # sizes are 1 (x.t() of a [1, N] x is contiguous): another call's sizes could
+            # alias where this one copied, or the reverse
+            self.layout_sizes += [d for d in self.value_of(args[0]).shape
+                                  if isinstance(d, SymInt)]
         if op.view and out._base is not None and not self.aborted:
             src = args[0]
             base, chain = self.view_chains.get(id(src), (src, ()))
             self.view_chains[id(out)] = (base, chain + ((op, attrs),))
         return out
+
+    def _guard_layouts(self) -> None:
+        """Aliasing decides what an in-place update changes: the sizes each reshape's
+        view-or-copy decision rested on keep being 1, or not, as they were."""
+        sizes, self.layout_sizes = self.layout_sizes, []
+        for d in sizes:
+            _ = d != 1  # (a shape guard: the comparison records it)
 
     def _read_tensor_attrs(self, op, attrs: dict) -> dict:
         """A tensor passed where an op takes a number (`full(shape, t)`, a script's
@@ -509,6 +527,7 @@ class Recorder:
         self.value_of(target)  # a tensor from outside the trace becomes an input first
         if base is not None:
             self.value_of(base)
+        self._guard_layouts()
         if not self.dry:  # a path recorded but not taken writes nothing
             STATE.capture = None
             try:
@@ -610,3 +629,9 @@ def _refuse_update_of_element(rec, target: Tensor, what: str) -> None:
                 f"{user_frame()}: in-place {what} of a tensor that a list built in a loop or "
                 "a branch on a tensor holds is not supported by tj.script; use the "
                 "out-of-place form (`y = y * 2`) before appending")
+
+
+def _contiguous(a) -> bool:
+    flags = getattr(a, "flags", None)
+    return bool(flags.c_contiguous) if isinstance(a, np.ndarray) else bool(
+        a.is_c_contiguous())
