@@ -50,3 +50,19 @@ def test_rounding_is_told_apart_from_a_wrong_number():
     rounded, bad = outcome(nudged, (x32,)), outcome(wrong, (x32,))
     assert compare(eager, rounded) is not None and rounding_explains(eager, rounded, reference)
     assert compare(eager, bad) is not None and not rounding_explains(eager, bad, reference)
+
+
+# programs the fuzzer once found a mismatch in, kept as they were generated: 7072 updates
+# an input after reshaping its transpose (aliasing for a batch of one, a copy otherwise)
+# and differentiates a layer norm of it with create_graph (the replayed forward read the
+# updated input)
+REGRESSIONS = [7072]
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+@pytest.mark.parametrize("seed", REGRESSIONS)
+def test_programs_that_once_mismatched_agree_with_eager(seed, backend):
+    from tracejit.testing.fuzz import run_program
+
+    report = run_program(seed, backend)
+    assert report.calls and not report.mismatches, format_mismatch(report.mismatches[0])

@@ -801,25 +801,35 @@ def test_a_value_guard_after_an_input_update_sees_the_old_input_when_it_fails():
 
 def test_a_traced_call_that_updates_an_input_its_backward_reads_gives_eagers_gradient():
     """The forward reads x, then updates it in place (x needs no gradient): the compiled
-    backward reads x's value from before the update, as eager's saved products do, and no
-    version error is raised (the update is the call's own)."""
-    w = tj.randn(3).requires_grad_()
+    backward (which reads x for a product's gradient) and the forward replayed for
+    create_graph (which reads x for everything) see x's value from before the update, as
+    eager's saved values do, and no version error is raised (the update is the call's
+    own)."""
+    w = tj.randn(3, dtype=tj.float64).requires_grad_()  # (float64: tight tolerances)
+    norm = tj.nn.functional.layer_norm
 
-    def f(x):
+    def product(x):
         h = x * x
         x.add_(0.25)
-        return (tj.nn.functional.layer_norm(h, (3,)) * w).sum()
+        return (norm(h, (3,)) * w).sum()
 
-    traced = tj.trace(f, (tj.randn(4, 3),))
-    for _ in range(3):
-        x = tj.randn(4, 3)
-        x2 = x.clone()
-        f(x2).backward()
-        want, w.grad = w.grad.clone(), None
-        traced(x).backward()
-        np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
-        np.testing.assert_array_equal(x.numpy(), x2.numpy())
-        w.grad = None
+    def exponential(x):  # exp's gradient reads its result: the compiled part not x
+        g = (x * 0.5).exp()
+        x.add_(0.25)
+        return (norm(g, (3,)) * w).sum()
+
+    for f in (product, exponential):
+        traced = tj.trace(f, (tj.randn(4, 3, dtype=tj.float64),))
+        for create_graph in (False, True, False):  # compiled; the forward replayed
+            x = tj.randn(4, 3, dtype=tj.float64)
+            x2 = x.clone()
+            f(x2).backward(create_graph=create_graph)
+            want, w.grad = w.grad.detach().clone(), None
+            traced(x).backward(create_graph=create_graph)
+            np.testing.assert_allclose(w.grad.detach().numpy(), want.numpy(), rtol=1e-10,
+                                       atol=1e-12)
+            np.testing.assert_array_equal(x.numpy(), x2.numpy())
+            w.grad = None
 
 
 def test_a_reshape_that_aliases_for_some_sizes_and_copies_for_others_is_guarded():

@@ -108,11 +108,13 @@ class CompiledGraph:
             bt = inner.backward_trace(tensors)
             if bt is None or any(k >= n for k in bt.float_outs):
                 return None  # an update that carries a gradient
+            # an input this call overwrites: its backward (compiled, or the forward
+            # replayed under create_graph) reads the value from before the update, a copy
+            # (such an input takes no gradient: an update that does runs eagerly, above)
             args = list(tensors)
-            with no_grad():  # an input the backward reads and this call overwrites: the
-                for i in targets:  # backward gets its value before the update (a copy)
-                    if i in bt.read_inputs:
-                        args[i] = tensors[i].detach().clone()
+            with no_grad():
+                for i in targets:
+                    args[i] = tensors[i].detach().clone()
             outs = autodiff.traced_call(bt, inner, args)
         else:
             outs = inner.run_forward(tensors)
