@@ -7,15 +7,16 @@
 from __future__ import annotations
 
 from . import _startup
+from .core.lazy import lazy as _lazy
+
+_API = _lazy("tracejit._api")  # the names, imported at once or when a command asks
 
 __version__ = "0.1.0"
 
 
 def _import_names() -> None:
     """Import the package's names (defined in _api.py) into it."""
-    from . import _api
-
-    globals().update({name: value for name, value in vars(_api).items()
+    globals().update({name: value for name, value in vars(_API.load()).items()
                       if not name.startswith("__") or name == "__getattr__"})
 
 
@@ -28,8 +29,6 @@ if _startup.command_line_starting():
         _import_names()
         if name in globals():
             return globals()[name]
-        from . import _api
-
-        return _api.__getattr__(name)
+        return _API.__getattr__(name)
 else:
     _import_names()

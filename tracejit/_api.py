@@ -8,6 +8,7 @@ from . import _startup
 _startup.pause_collector()  # see _startup.py: the collector and the imports
 try:
     from . import ops  # noqa: F401  (registers the op table first)
+    from .core.lazy import lazy as _lazy
     from .core import dtypes as _dtypes
     from . import cuda  # noqa: F401  (tj.cuda; Numba's CUDA target is imported on first use)
     from .core.dtypes import dtype
@@ -90,13 +91,14 @@ def reset_peak_memory_stats(device=None) -> None:  # noqa: F811
     _memory.reset_peak()
 
 
+_SCRIPTING = _lazy("tracejit.scripting")  # script mode: imported on first use
+
+
 def __getattr__(name):
     if name == "bfloat16":  # made on first use (importing ml_dtypes is slow)
         return _dtypes.bfloat16_dtype()
     if name in ("script", "cond", "while_loop"):  # script mode: imported on first use
-        from . import scripting
-
-        value = globals()[name] = getattr(scripting, name)
+        value = globals()[name] = getattr(_SCRIPTING, name)
         return value
     raise AttributeError(f"module 'tracejit' has no attribute {name!r}")
 

@@ -26,6 +26,10 @@ from ..tensor.dispatch import apply, apply_inplace, binary, unary
 from ..tensor.tensor import Tensor
 from ..tensor import functional as T
 from ..ops.registry import ELEMENTWISE
+from ..core.lazy import lazy
+
+_loops = lazy("tracejit.capture.loops")        # (they import this module)
+_compiled = lazy("tracejit.capture.compiled")
 
 
 class _Region:
@@ -256,9 +260,7 @@ def _run_loop(node, prepared, args, env, record):
     body = regions[-1]
     tape = None
     if record and STATE.modes.grad_enabled and body.tapeable and (cond is None or cond.tape_safe):
-        from ..capture.loops import LoopTape
-
-        tape = LoopTape()
+        tape = _loops.LoopTape()
     for i in steps:
         if index is not None:
             env[index] = i
@@ -422,8 +424,7 @@ def _segments(graph: Graph, owner, carriers: frozenset = frozenset()) -> dict:
     close()
     if not runs:
         return {}
-    from ..capture.compiled import Segment
-
+    Segment = _compiled.Segment
     later: dict = {}  # value -> index of the last node reading it (or len: an output)
     order = {id(n): k for k, n in enumerate(graph.nodes)}
     for n in graph.nodes:

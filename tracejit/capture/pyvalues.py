@@ -19,6 +19,9 @@ import numpy as np
 
 from ..nn.module import Module
 from ..tensor.tensor import Tensor
+from ..core.lazy import lazy
+
+_trace = lazy("tracejit.capture.trace")  # (it imports this module)
 
 SCALARS = (int, float, bool, str, type(None))
 CONTAINERS = (list, tuple, dict)
@@ -241,8 +244,7 @@ def value_reads(what: str, getter: tuple, value, names=(), depth: int = 3,
 
 
 def _callable_reads(value, what: str, depth: int, seen) -> list:
-    from .trace import TracedFunction, TracedModule
-
+    TracedFunction, TracedModule = _trace.TracedFunction, _trace.TracedModule
     _, module = _objects()
     if isinstance(value, TracedModule):
         return module_reads(value.module)

@@ -19,6 +19,9 @@ import textwrap
 import types
 
 from .control_flow import ScriptError, raise_from_line
+from ..core.lazy import lazy
+
+_runtime = lazy("tracejit.scripting.runtime")  # (it imports this module)
 
 RUNTIME = "__tj__"   # the name converted code calls the helpers by
 _PREFIX = "__tj_"    # generated names (flags, branch and body functions)
@@ -706,8 +709,7 @@ def convert(fn, entry: bool = False):
 
 
 def _convert(fn, entry: bool):
-    from . import runtime
-
+    runtime = _runtime.load()
     fdef, filename = source_of(fn)
     _Checker(filename).visit(fdef)
     fdef.decorator_list = []

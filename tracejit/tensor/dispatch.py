@@ -25,6 +25,9 @@ from ..backends.cuda.memory import ACTIVE as _DEVICES  # [True] once a CUDA tens
 from ..core import events
 from ..core.events import ACTIVE as _EVENTS
 from ..backends.cuda import memory
+from ..core.lazy import lazy
+
+_copy_slices = lazy("tracejit.tensor.copy_slices")  # (it imports this module)
 
 _SKIP = [False]  # the next apply is the one `_profiled` is timing
 
@@ -522,9 +525,7 @@ def _rebase_history(op, target: Tensor, old_data, others, attrs, pre_version: in
         target.grad_fn, target._rg, target._output_nr = value.grad_fn, True, 0
         _refresh_views(target)
         return
-    from .copy_slices import CopySlices
-
-    node = CopySlices(base, target._view, (value.grad_fn, 0))
+    node = _copy_slices.CopySlices(base, target._view, (value.grad_fn, 0))
     base.grad_fn, base._rg, base._output_nr = node, True, 0
     _refresh_views(base)  # the target's own history among them
 

@@ -18,6 +18,9 @@ from ..runtime import memory
 from ..core.events import ACTIVE as _EVENTS
 from . import node as _node
 from .node import FRESH_VIEW, STALE_VIEWS, AccumulateGrad
+from ..core.lazy import lazy
+
+_creation = lazy("tracejit.tensor.creation")  # (it imports this module's importers)
 
 
 def _root_edge(t):
@@ -351,9 +354,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         g = results[capture[keys[k]]]
         if g is None:
             if materialize_grads:
-                from .creation import zeros_like  # (creation imports this module's importers)
-
-                g = zeros_like(x)
+                g = _creation.zeros_like(x)
             elif not allow_unused:
                 raise RuntimeError(f"One of the differentiated Tensors (input {k}) appears to "
                                    "not have been used in the graph. Set allow_unused=True if "

@@ -16,6 +16,9 @@ from . import engine as _engine
 from .node import AccumulateGrad, FRESH_VIEW, STALE_VIEWS
 from ..ops.rules import normalize_dim
 from ..ops import OPS
+from ..core.lazy import lazy
+
+_dispatch = lazy("tracejit.tensor.dispatch")  # (it imports this module)
 
 _from_np = dt._BY_NP
 
@@ -376,9 +379,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A tensor sharing data (and version counter) with no history."""
-        from .dispatch import apply
-
-        return apply(OPS.detach, self)
+        return _dispatch.apply(OPS.detach, self)
 
     def detach_(self) -> "Tensor":
         if self._base is not None and self._base._rg:

@@ -28,7 +28,10 @@ import numpy as np
 import tracejit as tj
 from tracejit.core import dtypes
 from tracejit.ops import OPS
+from tracejit.core.lazy import lazy
 from tracejit.tensor.device import STATS
+
+_lowering = lazy("tracejit.onnx.lowering")  # (it imports onnx, an optional dependency)
 
 CHECKS = ("forward", "grad", "traced", "errors")
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
@@ -829,7 +832,7 @@ def onnx_cell(entry: Entry, sample) -> str:
     run in onnxruntime, against tracejit's eager output."""
     import onnxruntime as ort
 
-    from tracejit.onnx.lowering import ExportError
+    ExportError = _lowering.ExportError
 
     called = _eager_call(entry, sample)
     if isinstance(called, str):
