@@ -132,3 +132,44 @@ def test_the_fast_paths_autocast_as_the_dispatch_chain_does(monkeypatch, call):
     assert call(x).dtype is tj.bfloat16
     with tj.autocast("cpu", dtype=tj.bfloat16):
         assert call(x).dtype is tj.float32
+
+
+def test_the_fast_paths_step_aside_while_any_thread_traces_or_autocasts(monkeypatch):
+    """SPECIAL_THREADS counts the threads recording a trace or inside an autocast region:
+    0 again when they leave (an exception too), and while it is above 0 every thread's
+    elementwise op takes the whole chain, which computes what this thread's modes say."""
+    from tracejit.core.modes import SPECIAL_THREADS
+    monkeypatch.setattr(OPS.exp, "autocast", "fp32")
+    assert SPECIAL_THREADS[0] == 0
+    with tj.autocast("cpu", dtype=tj.bfloat16):
+        with tj.autocast("cpu", dtype=tj.bfloat16):
+            assert SPECIAL_THREADS[0] == 1  # one thread, however deep
+        assert SPECIAL_THREADS[0] == 1
+    assert SPECIAL_THREADS[0] == 0
+    with pytest.raises(RuntimeError), tj.autocast("cpu", dtype=tj.bfloat16):
+        raise RuntimeError("left by an exception")
+    assert SPECIAL_THREADS[0] == 0
+
+    seen = []
+    tj.trace(lambda x: seen.append(SPECIAL_THREADS[0]) or x * 2, (tj.randn(3),))
+    assert seen == [1] and SPECIAL_THREADS[0] == 0
+
+    x = tj.randn(4).to(tj.bfloat16)
+    inside, other = threading.Event(), threading.Event()
+    results = {}
+
+    def autocasting():
+        with tj.autocast("cpu", dtype=tj.bfloat16):
+            results["there"] = x.exp().dtype
+            inside.set()
+            other.wait(10)
+
+    worker = threading.Thread(target=autocasting)
+    worker.start()
+    assert inside.wait(10)
+    assert SPECIAL_THREADS[0] == 1
+    results["here"] = x.exp().dtype  # the whole chain, under this thread's modes
+    other.set()
+    worker.join()
+    assert results == {"there": tj.float32, "here": tj.bfloat16}
+    assert SPECIAL_THREADS[0] == 0

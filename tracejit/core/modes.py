@@ -65,10 +65,27 @@ def _intern(frame: Modes) -> Modes:
 DEFAULT = _intern(Modes())
 
 
+# How many threads are recording a trace or inside an autocast region now. Eager
+# dispatch's fast paths read this one number rather than their thread's state (reading a
+# thread-local attribute costs about as much as the rest of the fast path's checks):
+# while it is 0 no thread needs the full chain; otherwise every thread takes it, which
+# is slower, never different. (A thread that ends while tracing leaves it above 0.)
+SPECIAL_THREADS = [0]
+_COUNTING = threading.Lock()
+
+
 class _State(threading.local):
     def __init__(self):  # runs once in every thread that reads the state
-        self.modes = DEFAULT
-        self.capture = None  # the active trace recorder, if any (see tracejit.capture)
+        set_field = threading.local.__setattr__
+        set_field(self, "modes", DEFAULT)
+        set_field(self, "capture", None)  # the active trace recorder, if any (tracejit.capture)
+
+    def __setattr__(self, name: str, value) -> None:
+        plain = self.capture is None and self.modes.autocast is None
+        threading.local.__setattr__(self, name, value)
+        if plain is not (self.capture is None and self.modes.autocast is None):
+            with _COUNTING:
+                SPECIAL_THREADS[0] += 1 if plain else -1
 
 
 STATE = _State()

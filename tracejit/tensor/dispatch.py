@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from ..core import dtypes as dt
-from ..core.modes import STATE, set_grad
+from ..core.modes import STATE, set_grad, SPECIAL_THREADS as _SPECIAL
 from .node import FRESH_VIEW, STALE_VIEWS, Node, mark_stale, node_class, take_stale
 from ..core.diagnostics import PACKAGE_DIR, user_frame, user_stacklevel  # noqa: F401
 from ..core.float_errors import quiet, restore
@@ -178,12 +178,13 @@ def _profiled(op, args, attrs, fn, name: str):
 
 
 # Fast paths for the common elementwise cases (same dtypes, no promotion needed).
-# They compute exactly what `apply` computes and fall back to it for anything else.
+# They compute exactly what `apply` computes and fall back to it for anything else: for
+# every op while some thread traces or autocasts (SPECIAL_THREADS, core/modes.py), a
+# CUDA tensor exists, a profiler listens or a view is stale.
 def unary(op, x: Tensor) -> Tensor:
     a = x._data
-    if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or STATE.capture is not None or \
-            _DEVICES[0] or _EVENTS[0] or STALE_VIEWS or (
-                op.autocast is not None and STATE.modes.autocast is not None):
+    if (op.dtype_rule is FLOAT and a.dtype.kind != "f") or _SPECIAL[0] or _DEVICES[0] or \
+            _EVENTS[0] or STALE_VIEWS:
         return apply(op, x)
     token = quiet()
     try:
@@ -203,8 +204,7 @@ _NO_ATTRS: dict = {}
 
 
 def binary(op, x: Tensor, y) -> Tensor:
-    if STATE.capture is not None or _DEVICES[0] or _EVENTS[0] or STALE_VIEWS or (
-            op.autocast is not None and STATE.modes.autocast is not None):
+    if _SPECIAL[0] or _DEVICES[0] or _EVENTS[0] or STALE_VIEWS:
         return apply(op, x, y)
     a = x._data
     ty = type(y)
@@ -232,7 +232,7 @@ def binary(op, x: Tensor, y) -> Tensor:
     if type(out) is not _ndarray:
         out = np.asarray(out)
     t = _make(out)
-    if STATE.modes.grad_enabled and (x._rg or (ty is not float and ty is not int and y._rg)) \
+    if (x._rg or (ty is not float and ty is not int and y._rg)) and STATE.modes.grad_enabled \
             and op.vjp is not None and (out.dtype.kind == "f" or out.dtype is dt.BF16_NP):
         _record_binary(op, x, y, t)
     return t
