@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import tracejit as tj
-from tracejit.core.modes import DEFAULT, STATE, Modes
+from tracejit.core.modes import DEFAULT, SPECIAL_THREADS, STATE, Modes
 from tracejit.ops import OPS
 
 
@@ -138,7 +138,6 @@ def test_the_fast_paths_step_aside_while_any_thread_traces_or_autocasts(monkeypa
     """SPECIAL_THREADS counts the threads recording a trace or inside an autocast region:
     0 again when they leave (an exception too), and while it is above 0 every thread's
     elementwise op takes the whole chain, which computes what this thread's modes say."""
-    from tracejit.core.modes import SPECIAL_THREADS
     monkeypatch.setattr(OPS.exp, "autocast", "fp32")
     assert SPECIAL_THREADS[0] == 0
     with tj.autocast("cpu", dtype=tj.bfloat16):
