@@ -244,6 +244,7 @@ def test_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("damage", ["garbage", "truncate"])
 @pytest.mark.parametrize("which", ["nbi", "nbc"])
+@pytest.mark.compile  # compiles in the processes it starts
 def test_damaged_numba_cache_files_are_recompiled(tmp_path, damage, which):
     script = ("import tracejit as tj\n"
               "f = tj.trace(lambda x: (x * 3).tanh() + 1, (tj.ones(5),), backend='numba')\n"
@@ -273,6 +274,7 @@ def _in_a_new_process(script: str, cache) -> str:
     return r.stdout
 
 
+@pytest.mark.compile  # compiles in the processes it starts
 def test_a_flipped_bit_in_a_numba_data_file_is_a_miss(tmp_path):
     """The constant 2.5 in a kernel's machine code read as 3.5: the data file fails its
     digest in the entry's manifest, and the kernel is compiled again."""
@@ -312,6 +314,7 @@ def _exchange_data_files(cache):
     "f = tj.trace(lambda x: x.exp() * 3 + 1, (tj.ones(5),), backend='numba')\n"
     "g = tj.trace(lambda x: x * 4 - 2, (tj.ones(5),), backend='numba')\n"
     "print(f(tj.ones(5)).tolist(), g(tj.ones(5)).tolist())\n")], ids=["2-and-3-args", "same-args"])
+@pytest.mark.compile  # compiles in the processes it starts
 def test_two_kernels_data_files_exchanged_are_a_miss(tmp_path, script):
     """Kernels of the same parameters ran each other's machine code (g gave f's values)."""
     first = _in_a_new_process(script, tmp_path)
@@ -319,6 +322,7 @@ def test_two_kernels_data_files_exchanged_are_a_miss(tmp_path, script):
     assert _in_a_new_process(script, tmp_path) == first
 
 
+@pytest.mark.compile  # compiles in the processes it starts
 def test_a_kernel_whose_files_pass_their_digests_but_fail_to_load_compiles_again(tmp_path):
     """Files that are what was written but not what this module's Numba wrote (here,
     another kernel's data file, with the manifests written over them): the first call
@@ -338,6 +342,7 @@ def test_a_kernel_whose_files_pass_their_digests_but_fail_to_load_compiles_again
     assert _in_a_new_process(_TWO_KERNELS, tmp_path) == first
 
 
+@pytest.mark.compile  # compiles in the processes it starts
 def test_a_read_only_cache_folder_compiles_in_memory(tmp_path):
     """Not op by op on the interpreter after a warning that Numba could not compile."""
     folder = tmp_path / "ro"
@@ -390,6 +395,7 @@ def test_disabling_the_cache(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.compile  # compiles in the processes it starts
 def test_concurrent_processes_share_the_cache(tmp_path):
     script = ("import tracejit as tj, numpy as np\n"
               "f = tj.trace(lambda x: (x * 2).tanh() + 1, (tj.ones(3),), backend='numba')\n"
@@ -405,6 +411,7 @@ def test_concurrent_processes_share_the_cache(tmp_path):
     assert len(list(tmp_path.glob("k_*.py"))) == 1
 
 
+@pytest.mark.compile  # compiles in the processes it starts
 def test_kernels_loaded_from_the_cache_in_a_new_process_give_the_same_results(tmp_path):
     """Every kind of kernel — elementwise, row with lanes, row with sums over rows, serial
     and parallel — compiled in one process and loaded from the disk cache in the next."""
