@@ -578,6 +578,29 @@ def test_a_view_made_before_a_write_through_another_view_differentiates_the_new_
         np.testing.assert_allclose(mine.numpy(), theirs.numpy())
 
 
+@requires_torch
+def test_live_views_among_many_dead_ones_all_differentiate_the_new_value():
+    # the base keeps weak references to its views and drops the dead ones in sweeps:
+    # live views made before, between and after hundreds of short-lived ones are each
+    # given the new history by a write through one of them
+    import torch
+
+    grads = []
+    for lib in (torch, tj):
+        x = lib.tensor(np.arange(1.0, 7.0), requires_grad=True)
+        out = x * 1
+        live = []
+        for i in range(300):
+            v = out[i % 6:]                  # dies at once
+            if i % 97 == 0:
+                live.append(v)
+        live[0][0] = x[5] * 7                # a write through the first live view
+        loss = sum((v * (k + 2)).sum() for k, v in enumerate(live))
+        (g,) = lib.autograd.grad(loss, x)
+        grads.append(np.asarray(g.detach().numpy(), np.float64))
+    np.testing.assert_allclose(grads[1], grads[0])
+
+
 def test_a_view_made_under_no_grad_gets_no_history_from_a_later_write():
     a = tj.ones(4, requires_grad=True)
     b = a * 1

@@ -375,10 +375,40 @@ def _mark_view(op, src: Tensor, attrs, t: Tensor):
     # view made under no_grad keeps none (PyTorch refuses to give it one)
     if not STATE.modes.grad_enabled:
         return
-    views = getattr(t._base, "_views", None)
+    base = t._base
+    views = getattr(base, "_views", None)
     if views is None:
-        views = t._base._views = weakref.WeakSet()
-    views.add(t)
+        views = base._views = _Views()
+    views.append(_weakref(t))
+    if len(views) >= views.limit:
+        views.sweep()
+
+
+class _Views(list):
+    """A base's live views as plain weak references. Not a WeakSet: its add and the
+    removal callback when a view dies cost as much as making the view. The dead
+    references are dropped when the list has grown to twice the live ones (plus 8) since
+    the last sweep, so appending stays O(1) amortised and the list within twice the live
+    views."""
+    __slots__ = ("limit",)
+
+    def __init__(self):
+        super().__init__()
+        self.limit = 8
+
+    def sweep(self):
+        self[:] = [r for r in self if r() is not None]
+        self.limit = 2 * len(self) + 8
+
+    def alive(self):
+        return [v for v in map(_call, self) if v is not None]
+
+
+def _call(ref):
+    return ref()
+
+
+_weakref = weakref.ref
 
 
 # ---- in-place -----------------------------------------------------------------------------
@@ -538,7 +568,7 @@ def _refresh_views(base: Tensor) -> None:
     live view, and a view never used again costs nothing."""
     views = getattr(base, "_views", None)
     if views:
-        for view in list(views):
+        for view in views.alive():
             mark_stale(view)
 
 
