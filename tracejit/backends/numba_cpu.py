@@ -572,15 +572,20 @@ class RegionKernel:
         args_in, args_out = arrays, outs
         owner = self
         if into:  # outputs stored into their inputs' arrays: the kernels made for that
-            pairs = tuple((k, next(j for j, a in enumerate(arrays) if a is o))
-                          for k, o in enumerate(outs) if o is into[k] and
-                          any(a is o for a in arrays))
+            where: dict = {}  # id of an input array -> its first position
+            for j, a in enumerate(arrays):
+                where.setdefault(id(a), j)
+            pairs = tuple((k, where[id(o)]) for k, o in enumerate(outs)
+                          if o is into[k] and id(o) in where)
             if pairs:
-                owner = self.into.get(pairs) or self.into.setdefault(
-                    pairs, _IntoVariant(plan_elementwise(self.region), dict(pairs), self.label))
+                owner = self.into.get(pairs)
+                if owner is None:
+                    owner = self.into.setdefault(pairs, _IntoVariant(
+                        plan_elementwise(self.region), dict(pairs), self.label))
                 if owner.failed:
                     return self.run(arrays, zs, out_shapes, shape, env)
-                args_out = [o for k, o in enumerate(outs) if k not in dict(pairs)]
+                stored = owner.stored
+                args_out = [o for k, o in enumerate(outs) if k not in stored]
         if self.low_precision:
             args_in = [_as_bits(a) for a in arrays]
             args_out = [_as_bits(o) for o in args_out]
@@ -610,6 +615,7 @@ class _IntoVariant:
 
     def __init__(self, plan: ElementwisePlan, into: dict, label):
         self.module = load_module(render_elementwise(plan, into), "region")
+        self.stored = frozenset(into)  # the outputs stored into inputs
         self.label = label
         self.failed = False
 
@@ -752,6 +758,7 @@ class RowKernel:
         # frame, a scalar the same in every row): computed per row, read from the first
         self.row_picks = row_picks(region, [kind for _, kind, _ in self.outputs], reduced,
                                    max(len(v.shape) for v in self.frame_values))
+        self._layouts: dict = {}  # (frame shape, serial) -> _RowLayout
 
     def __call__(self, arrays: list, env: dict | None = None) -> list:
         arrays = [np.asarray(a) for a in arrays]
@@ -776,37 +783,66 @@ class RowKernel:
                                  for k, (_, kind, _) in enumerate(self.outputs)):
             return evaluate_by_ops(self.region, arrays, zs,
                                    [(v, full) for v in self.frame_values], env)
-        ins = [(a if a.shape == full else np.broadcast_to(a, lead + (n,))).reshape(rows, n)
-               if kind == "element" else a.reshape(n) if kind == "column" else
-               np.broadcast_to(a, lead + (1,)).reshape(rows, 1)
-               for a, kind in zip(arrays, self.row_inputs)]
         serial = not self.threads.worth(rows * n)
-        chunks = 1 if serial else max(1, min(THREADS, rows))
-        outs = [np.empty((rows, 1 if kind == "row" else n), d) if kind != "summed" else
-                np.zeros((chunks, n), np.float64) for d, kind, _ in self.outputs]
+        layout = self._layouts.get((full, serial))
+        if layout is None:
+            if len(self._layouts) >= 64:  # many frame shapes (lengths that vary): bounded
+                self._layouts.clear()
+            layout = self._layouts[(full, serial)] = _RowLayout(self, full, serial)
+        element, per_row = layout.element, layout.per_row
+        ins = [(a if a.shape == full else np.broadcast_to(a, full)).reshape(element)
+               if kind == "element" else a.reshape(n) if kind == "column" else
+               a.reshape(per_row) if a.size == rows else  # (a view: broadcast_to is
+               np.broadcast_to(a, layout.row_frame).reshape(per_row)  # 2-3 us of Python)
+               for a, kind in zip(arrays, self.row_inputs)]
+        outs = [np.zeros(s, np.float64) if summed else np.empty(s, d)
+                for s, d, summed in layout.outs]
         # float16/bfloat16 arrays pass as their bits (sums over rows accumulate in float64)
         args_in = [_as_bits(a) for a in ins] if self.half else ins
         args_out = [_as_bits(o) for o in outs] if self.half else outs
-        args = [rows, n, chunks] if self.columns else [rows, n]
-        done = launch(self, "row_serial" if serial else "row", args + args_out + args_in
-                      + list(zs))
+        done = launch(self, "row_serial" if serial else "row", layout.head + args_out +
+                      args_in + list(zs))
         if done is FAILED:
             return self.run(arrays, zs, full, env)
         if done is PENDING:
             return evaluate_by_ops(self.region, arrays, zs,
                                    [(v, full) for v in self.frame_values], env)
         # (one chunk's partial sums are the sums: the same numbers as summing one row)
-        results = [(o[0].astype(d) if chunks == 1 else o.sum(0).astype(d))
-                   if kind == "summed" else
-                   o.reshape(lead + ((n,) if kind == "element" else (1,) if rank == len(full)
-                                     else ()))
-                   for o, (d, kind, rank) in zip(outs, self.outputs)]
-        for k, pick in enumerate(self.partial):
-            if pick is not None and (len(pick) < len(full) or not all(pick)):
-                index = (0,) * (len(full) - len(pick)) + tuple(
-                    slice(None) if whole else slice(0, 1) for whole in pick)
-                results[k] = np.array(results[k][index])
-        return picked_rows(results, outs, self.row_picks, lead)
+        results = [(o[0].astype(d) if layout.chunks == 1 else o.sum(0).astype(d))
+                   if shape is None else o.reshape(shape)
+                   for o, d, shape in zip(outs, layout.dtypes, layout.results)]
+        for k, index in layout.partial:
+            results[k] = np.array(results[k][index])
+        return picked_rows(results, outs, self.row_picks, lead) if layout.picks else results
+
+
+class _RowLayout:
+    """What a row kernel's call over one frame shape needs besides its arrays, worked out
+    at the first call over that shape: the shapes inputs are reshaped to, the outputs'
+    (shape, dtype, whether summed over rows), the shapes results are read back at, and
+    which partial outputs are read from the first positions."""
+    __slots__ = ("element", "per_row", "row_frame", "chunks", "head", "outs", "dtypes",
+                 "results", "partial", "picks")
+
+    def __init__(self, kernel: "RowKernel", full: tuple, serial: bool):
+        lead, n = tuple(full[:-1]), full[-1]
+        rows = math.prod(lead)
+        self.element, self.per_row, self.row_frame = (rows, n), (rows, 1), lead + (1,)
+        self.chunks = chunks = 1 if serial else max(1, min(THREADS, rows))
+        self.head = [rows, n, chunks] if kernel.columns else [rows, n]
+        self.outs = [((chunks, n), np.float64, True) if kind == "summed" else
+                     ((rows, 1 if kind == "row" else n), d, False)
+                     for d, kind, _ in kernel.outputs]
+        self.dtypes = [d for d, _, _ in kernel.outputs]
+        self.results = [None if kind == "summed" else
+                        lead + ((n,) if kind == "element" else (1,) if rank == len(full)
+                                else ())
+                        for _, kind, rank in kernel.outputs]
+        self.partial = [(k, (0,) * (len(full) - len(pick)) + tuple(
+            slice(None) if whole else slice(0, 1) for whole in pick))
+            for k, pick in enumerate(kernel.partial)
+            if pick is not None and (len(pick) < len(full) or not all(pick))]
+        self.picks = any(p is not None for p in kernel.row_picks)
 
 
 _failed: set = set()
