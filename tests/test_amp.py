@@ -3,6 +3,8 @@ GradScaler's equations, a 20-step training run, forced overflow, module casts, a
 traced autocast graphs against eager autocast."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -275,6 +277,31 @@ def test_traced_autocast_graphs_match_eager_autocast(backend, monkeypatch):
     plain = traced(x, t)
     np.testing.assert_allclose(plain.item(), loss_of(x, t).item(), rtol=1e-6)
     assert "autocast" in traced.explain()
+
+
+@pytest.mark.parametrize("backend", ["interpret", "numba"])
+def test_a_causal_attention_under_autocast_traces_and_matches_eager(backend, monkeypatch):
+    # the scores are bfloat16 under autocast; masked_fill with -inf must stay bfloat16
+    # (it once gave float32, and the trace ran eagerly with a warning)
+    monkeypatch.setenv("TRACEJIT_BACKEND", backend)
+    mask = tj.tril(tj.ones(4, 4)).view(1, 4, 4)
+
+    def attend(q, k, v):
+        with tj.autocast("cpu", dtype=tj.bfloat16):
+            att = (q @ k.transpose(-2, -1)) * 0.5
+            att = att.masked_fill(mask[:, :q.shape[1], :q.shape[1]] == 0, float("-inf"))
+            return (tj.softmax(att, -1) @ v).float().sum()
+
+    qkv = [tj.randn(2, 4, 8, requires_grad=True) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "runs eagerly"
+        traced = tj.trace(attend, tuple(qkv))
+        got = traced(*qkv)
+    assert len(traced.traces) == 1
+    want = attend(*qkv)
+    assert got.item() == want.item()
+    np.testing.assert_array_equal(tj.autograd.grad(got, qkv)[0].numpy(),
+                                  tj.autograd.grad(want, qkv)[0].numpy())
 
 
 def test_importing_tracejit_does_not_import_ml_dtypes():

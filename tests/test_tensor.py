@@ -353,3 +353,30 @@ def test_full_with_a_tensor_value_takes_its_kind_as_pytorch_does():
             got, want = tj.full((3,), tv), torch.full((3,), pv)
             assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
             assert got.numpy().tolist() == want.numpy().tolist()
+
+
+def _fills(lib, name):
+    m = lib.tensor([[True, False, True], [False, False, True]])
+    x = (lib.arange(6).reshape(2, 3) - 2).to(getattr(lib, name))
+    outs = [x.masked_fill(m, -1.0), x.masked_fill(m, 2), x.masked_fill(m, 2.7),
+            x.masked_fill(m, lib.tensor(1.25)), lib.where(m, x, 3.0), lib.where(m, -0.3, x),
+            lib.clamp(x, 0.3, 2), lib.clamp(x, 2, 0.5), x.clamp(min=-1.5)]
+    return [(str(o.dtype).split(".")[-1], o.double().numpy().tolist()) for o in outs]
+
+
+@requires_torch
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float32", "int32", "int64", "bool"])
+def test_fills_wheres_and_clamps_with_python_numbers_keep_pytorchs_dtypes(name):
+    # masked_fill keeps the input's dtype (a float into an integer tensor truncated); a
+    # Python number beside a bfloat16 tensor is bfloat16 in where and clamp
+    import torch
+
+    assert _fills(tj, name) == _fills(torch, name)
+
+
+def test_a_masked_fill_of_an_integer_tensor_with_a_number_it_cannot_hold_is_refused():
+    x = tj.arange(3)
+    with pytest.raises(RuntimeError, match="cannot be converted to type int64"):
+        x.masked_fill(x > 0, float("inf"))
+    with pytest.raises(RuntimeError, match="0-dimensional value tensor"):
+        x.masked_fill(x > 0, tj.tensor([1, 2, 3]))

@@ -92,6 +92,8 @@ def _clamp(x, min=None, max=None, out=None):
         return np.minimum(x, max, out=out)
     if max is None:
         return np.maximum(x, min, out=out)
+    if x.dtype.kind == "V":  # bfloat16: np.clip takes its Python bounds as float32
+        return np.minimum(np.maximum(x, min), max, out=out)
     return np.clip(x, min, max, out=out)
 
 
@@ -130,6 +132,12 @@ def _infer_clamp(x, min=None, max=None):
 
 
 def _where(cond, a, b, out=None):
+    # np.where takes a Python number beside a bfloat16 array as float32 (ml_dtypes has
+    # no weak scalars there): the number is bfloat16 here, as the dtype rule says
+    if type(a) is not np.ndarray and type(b) is np.ndarray and b.dtype.kind == "V":
+        a = np.asarray(a, b.dtype)
+    elif type(b) is not np.ndarray and type(a) is np.ndarray and a.dtype.kind == "V":
+        b = np.asarray(b, a.dtype)
     return np.where(cond, a, b)
 
 

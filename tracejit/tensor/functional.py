@@ -981,6 +981,23 @@ def index_select(input, dim, index):
 
 
 def masked_fill(input, mask, value):
+    """`input` with `value` where `mask` is true; the result keeps input's dtype (as
+    PyTorch's: the value is cast, a float into an integer tensor truncated)."""
+    d = input.dtype
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, "
+                               f"but got tensor with {value.ndim} dimension(s).")
+        if value.dtype is not d:
+            value = value.to(d)
+    elif isinstance(value, complex):  # (tracejit has no complex dtypes)
+        raise RuntimeError(f"value cannot be converted to type {d.name} without overflow")
+    elif d.category < 2 and not isinstance(value, bool if d.category == 0 else int):
+        try:
+            value = bool(value) if d.category == 0 else int(value)
+        except (ValueError, OverflowError, TypeError):
+            raise RuntimeError(f"value cannot be converted to type {d.name} without "
+                               "overflow") from None
     return where(mask, value, input)
 
 

@@ -95,10 +95,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     **_known("linspace linspace.tensor_overload", "errors", "ValueError where PyTorch raises "
              "RuntimeError for negative steps; no error for a float steps or 1-d start and "
              "end tensors"),
-    **_known("masked_fill", FWD, "a bool tensor filled with an int value comes back int64 "
-             "(PyTorch keeps bool)"),
-    **_known("masked_fill", "errors", "no error for a value tensor that is not 0-d; TypeError "
-             "where PyTorch raises RuntimeError for a complex value"),
     **_known("isclose", FWD, "bool inputs raise TypeError (numpy's boolean subtract)"),
     **_known("isclose", "errors", NUMBER_FIRST + "; no error for a negative rtol or atol"),
     **_known("softmax softmax.with_dtype log_softmax log_softmax.with_dtype", ALL3,
