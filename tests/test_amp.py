@@ -314,3 +314,26 @@ def test_importing_tracejit_does_not_import_ml_dtypes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True", "tracejit.bfloat16"]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "0-d"])
+def test_bfloat16_conversions_through_the_bits_equal_ml_dtypes(layout):
+    # every float32 bit pattern class: normals, subnormals, infinities, quiet and
+    # signalling NaNs (whose payload is only in the low half), ties to even
+    from tracejit.core import dtypes as dt
+
+    bf = tj.bfloat16.np
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2 ** 32, 60_000, dtype=np.uint64).astype(np.uint32)
+    special = np.array([0x7F800001, 0xFF800001, 0x7FC00000, 0x7F800000, 0x00000001,
+                        0x3F808000, 0x3F818000, 0x80000000, 0x7F7FFFFF], np.uint32)
+    x = np.concatenate([bits, special]).view(np.float32).reshape(-1, 3)
+    x = {"contiguous": x, "transposed": x.T, "strided": x[::2, 1:], "0-d": x[4, 1]}[layout]
+    x = np.asarray(x)
+    got, want = dt.rounded_from_float32(x, bf), x.astype(bf)
+    assert got.dtype == bf and got.shape == want.shape
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(got[nan].astype(np.float32)).all()  # (ml_dtypes' NaN bits may differ)
+    wide = dt.as_float32(want)
+    np.testing.assert_array_equal(wide.view(np.uint32), want.astype(np.float32).view(np.uint32))

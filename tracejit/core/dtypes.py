@@ -90,6 +90,36 @@ def bfloat16_dtype() -> dtype:
     return bfloat16
 
 
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """A float16/bfloat16 array widened to float32 (exact). bfloat16 through its bits
+    (the high half of a float32): 3x faster than ml_dtypes' astype ([1024, 512]: 83
+    against 264 us)."""
+    if a.dtype.kind == "V":
+        wide = a.view(np.uint16).astype(np.uint32)
+        np.left_shift(wide, np.uint32(16), out=wide)
+        return wide.view(np.float32)
+    return a.astype(np.float32)
+
+
+def rounded_from_float32(x: np.ndarray, npd) -> np.ndarray:
+    """A float32 array rounded to float16/bfloat16 `npd`, to nearest even (a NaN stays a
+    quiet NaN): bfloat16 through integer ops on the bits, 1.6x faster than ml_dtypes'
+    astype with the same bits."""
+    if np.dtype(npd).kind != "V" or x.ndim == 0:  # (0-d: numpy's ops give scalars)
+        return x.astype(npd)
+    u = x.view(np.uint32)
+    r = u >> np.uint32(16)  # (in place from here: each pass is one over the array)
+    np.bitwise_and(r, np.uint32(1), out=r)
+    r += u
+    r += np.uint32(0x7FFF)
+    np.right_shift(r, np.uint32(16), out=r)
+    high = r.astype(np.uint16)
+    if x.size and np.isnan(x.max()):  # (max propagates a NaN: one fast pass)
+        nan = np.isnan(x)
+        high[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    return high.view(npd)
+
+
 def from_numpy_dtype(npd) -> dtype:
     """The tracejit dtype of a numpy dtype; raises TypeError for unsupported ones."""
     d = _BY_NP.get(npd)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..core import dtypes as dt
 from .registry import AVal, COMPARE, ELEMENTWISE, FLOAT, LOGICAL, PROMOTE, register
 from .rules import aval_of, broadcast_shapes, elementwise_dtypes, infer_elementwise
 from .scalar import IDENTITY, X, Y, Z, call, eq, ne, select
@@ -107,6 +108,13 @@ def _inside(x, lo, hi):
 
 
 def _cast(x, dtype, out=None):
+    if type(x) is np.ndarray and (x.dtype.kind == "V" or dtype.np.kind == "V"):
+        # bfloat16 to and from float32 through the bits (core/dtypes.py: 1.6-3x faster
+        # than ml_dtypes' astype, the same numbers)
+        if x.dtype.kind == "V" and dtype.np == np.float32:
+            return dt.as_float32(x)
+        if x.dtype == np.float32 and dtype.np.kind == "V":
+            return dt.rounded_from_float32(x, dtype.np)
     return x.astype(dtype.np)
 
 

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ..core import dtypes as dt
 from ..core.errors import ShapeError
 from .registry import AVal, LINALG, register
 from .rules import aval_of, broadcast_shapes, elementwise_dtypes
@@ -49,7 +50,8 @@ def _matmul(a, b):
         # faster than its matmul for it
         return np.multiply(a, b)
     if a.dtype.itemsize == 2 and a.dtype.kind in "fV":  # float16 / bfloat16: accumulate in
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)  # f32
+        return dt.rounded_from_float32(_matmul(dt.as_float32(a), dt.as_float32(b)),  # f32
+                                       a.dtype)
     if a.ndim == 2 and b.ndim == 2 and 2 <= a.shape[0] <= _FEW_ROWS and \
             b.shape[0] >= _WIDE and b.shape[1] >= _WIDE and b.flags.f_contiguous and \
             not b.flags.c_contiguous and a.dtype.kind == "f":
