@@ -601,6 +601,40 @@ def test_live_views_among_many_dead_ones_all_differentiate_the_new_value():
     np.testing.assert_allclose(grads[1], grads[0])
 
 
+def test_views_made_by_threads_at_once_all_differentiate_a_later_write():
+    # appends to a base's list of views race with its sweeps: none may be lost
+    import sys
+    import threading
+
+    x = tj.arange(1.0, 7.0, requires_grad=True)
+    out = x * 1
+    kept, starts = [], []
+    lock = threading.Lock()
+
+    def make(seed):
+        for i in range(2000):
+            v = out[(i + seed) % 6:]
+            if i % 37 == 0:
+                with lock:
+                    kept.append(v)
+                    starts.append((i + seed) % 6)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=make, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    out[0] = x[5] * 7                    # into the base: every live view is rewritten
+    (got,) = tj.autograd.grad(sum(v.sum() for v in kept), x)
+    (want,) = tj.autograd.grad(sum(out[s:].sum() for s in starts), x)  # made after it
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_a_view_made_under_no_grad_gets_no_history_from_a_later_write():
     a = tj.ones(4, requires_grad=True)
     b = a * 1

@@ -6,6 +6,7 @@ eager execution does.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -389,7 +390,9 @@ class _Views(list):
     removal callback when a view dies cost as much as making the view. The dead
     references are dropped when the list has grown to twice the live ones (plus 8) since
     the last sweep, so appending stays O(1) amortised and the list within twice the live
-    views."""
+    views. Threads may make views of one base at once: appends take no lock (a list's
+    append is atomic), a sweep takes one and rewrites only the part it read, so a view
+    appended meanwhile is kept."""
     __slots__ = ("limit",)
 
     def __init__(self):
@@ -397,8 +400,10 @@ class _Views(list):
         self.limit = 8
 
     def sweep(self):
-        self[:] = [r for r in self if r() is not None]
-        self.limit = 2 * len(self) + 8
+        with _SWEEP_LOCK:
+            n = len(self)
+            self[:n] = [r for r in self[:n] if r() is not None]
+            self.limit = 2 * len(self) + 8
 
     def alive(self):
         return [v for v in map(_call, self) if v is not None]
@@ -409,6 +414,7 @@ def _call(ref):
 
 
 _weakref = weakref.ref
+_SWEEP_LOCK = threading.Lock()
 
 
 # ---- in-place -----------------------------------------------------------------------------
