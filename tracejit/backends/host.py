@@ -94,6 +94,29 @@ class _Emitter:
     def shape(self, shape: tuple) -> str:
         return self.render(tuple(shape))
 
+    def attrs(self, attrs: dict) -> str:
+        """Source for an op's attributes as a dict: one constant when no size symbol is
+        among them, else a dict literal with the sizes as expressions."""
+        if not has_sym(tuple(attrs.values())):
+            return self.const(dict(attrs), "a")
+        return "{" + "".join(f"{k!r}: {self.render(v)}, " for k, v in attrs.items()) + "}"
+
+    def alias(self, node, args: list, out: str, identity: bool) -> bool:
+        """Emit `out = input` for an op that gives its input back unchanged (`identity`:
+        the op's element is the identity) at the same shape and dtype; whether it did."""
+        if identity and _same_type(node.inputs[0], node.outputs[0]):
+            self.lines.append(f"{out} = {args[0]}  # {node.op}")
+            return True
+        return False
+
+
+def size_env(region: Graph, bound: set) -> tuple:
+    """(the source of a dict of the size symbols a region's ops name that a host program
+    has bound, for when it runs op by op; the names it has not bound)."""
+    read = set().union(*(symbols_read(n) for n in region.nodes))
+    env = "{" + "".join(f"{n!r}: {n}, " for n in sorted(read & bound)) + "}"
+    return env, read - bound
+
 
 class HostProgram:
     """A graph compiled into one Python function; call `run(tensors)` for its outputs.
@@ -176,17 +199,12 @@ class HostProgram:
     # device arrays) -----------------------------------------------------------------
     def _emit_op(self, em: _Emitter, node, args: list, out: str) -> None:
         op = OPS[node.op]
-        if op.expr == IDENTITY and op.kind != ELEMENTWISE and \
-                _same_type(node.inputs[0], node.outputs[0]):
-            em.lines.append(f"{out} = {args[0]}  # {node.op}")  # an element identity
+        if em.alias(node, args, out, op.expr == IDENTITY and op.kind != ELEMENTWISE):
             return
         fn = em.const(loop_kernel(op) if op.loops else op.impl, "f")
         if op.kind == ELEMENTWISE:
             args = _promote(em, op, node, args)
-        if node.attrs and not has_sym(tuple(node.attrs.values())):
-            kw = [f"**{em.const(node.attrs, 'a')}"]
-        else:
-            kw = [f"{key}={em.render(val)}" for key, val in node.attrs.items()]
+        kw = [f"**{em.attrs(node.attrs)}"] if node.attrs else []
         call = f"{fn}({', '.join(args + kw)})"
         if not node.outputs[0].shape:  # numpy returns scalars for 0-d results
             call = f"_asarray({call})"
@@ -226,8 +244,7 @@ class HostProgram:
              em.shape(v.shape)) + ", " for v in frame) + ")"
         # the sizes the region's ops name, for when it runs op by op (its kernel is
         # being compiled in the background, or Numba cannot compile it)
-        names = sorted(set().union(*(symbols_read(n) for n in region.nodes)) & em.bound)
-        env = "{" + "".join(f"{n!r}: {n}, " for n in names) + "}"
+        env = size_env(region, em.bound)[0]
         if isinstance(kernel, RowKernel):
             call = f"{kname}.run([{', '.join(args)}], {zs}, {loop_src}, {env})"
         else:

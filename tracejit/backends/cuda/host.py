@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import functools
 
-from ...ir.graph import symbols_read
 from ...ops import OPS
 from ...ops.scalar import IDENTITY
-from ...core.symbolic import has_sym
-from ..host import HostProgram, _same_type, returns_views  # noqa: F401 (the interface)
+from ..host import HostProgram, returns_views, size_env  # noqa: F401 (the interface)
 from ..numba_cpu import Unsupported
 from ...core.lazy import lazy
 from . import eager
@@ -44,18 +42,13 @@ class CudaHostProgram(HostProgram):
 
     def _emit_op(self, em, node, args: list, out: str) -> None:
         op = OPS[node.op]
-        if op.expr == IDENTITY and _same_type(node.inputs[0], node.outputs[0]):
-            # an element identity (detach, an expand to the same shape): the same array,
-            # which nothing in the program updates (a graph with updates has no program)
-            em.lines.append(f"{out} = {args[0]}  # {node.op}")
+        # an element identity (detach, an expand to the same shape): the same array, which
+        # nothing in the program updates (a graph with updates has no program)
+        if em.alias(node, args, out, op.expr == IDENTITY):
             return
         fn = em.const(functools.partial(eager.compute, op), "f")
-        if not has_sym(tuple(node.attrs.values())):
-            attrs = em.const(dict(node.attrs), "a")
-        else:
-            attrs = "{" + "".join(f"{key!r}: {em.render(val)}, "
-                                  for key, val in node.attrs.items()) + "}"
-        em.lines.append(f"{out} = {fn}([{', '.join(args)}], {attrs})  # {node.op}")
+        em.lines.append(f"{out} = {fn}([{', '.join(args)}], {em.attrs(node.attrs)})"
+                        f"  # {node.op}")
 
     def _emit_region(self, em, node, args: list, outs: list, into=None) -> None:
         region = node.regions[0]
@@ -63,11 +56,9 @@ class CudaHostProgram(HostProgram):
         if kernel is None:  # a region this renderer does not cover: its ops one by one
             self._emit_region_ops(em, node, args, outs)
             return
-        names = sorted(set().union(*(symbols_read(n) for n in region.nodes)) & em.bound)
-        missing = set().union(*(symbols_read(n) for n in region.nodes)) - em.bound
+        env, missing = size_env(region, em.bound)
         if missing:
             raise Unsupported(f"sizes {sorted(missing)} are not known from the input shapes")
-        env = "{" + "".join(f"{n!r}: {n}, " for n in names) + "}"
         kname = em.const(kernel, "k")
         em.ns["_fused"] = _fused
         key = f"fused[{node.attrs['kind']}]"
