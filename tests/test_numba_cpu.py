@@ -849,3 +849,36 @@ def test_eager_special_functions_load_compiled_from_the_cache(tmp_path):
     assert first[1] == pytest.approx(math.lgamma(0.5) + math.lgamma(3.0), rel=1e-6)
     assert (first[2], first[3]) == (0, 1)  # compiled for float32 in the first process
     assert (second[2], second[3]) == (1, 0)  # loaded in the second
+
+
+@pytest.mark.compile
+def test_a_row_kernel_over_many_frame_shapes_equals_the_interpreter():
+    # a row kernel keeps its per-call layout per frame shape (at most 64, then starts
+    # over): sizes that vary call after call, a per-row input, a partial output (a [N]
+    # value the same in every row) and a sum over rows among its outputs
+    def fn(x, s, w):
+        h = (x - x.amax(-1, keepdim=True)) * s
+        p = tj.softmax(h, -1)
+        return p * w, (p * x).sum(0), (w * 2 + 1)
+
+    example = (tj.randn(3, 2, 5), tj.randn(3, 2, 1), tj.randn(5))
+    f = traced(fn, *example)
+    g = traced(fn, *example, backend="interpret")
+    rng = np.random.default_rng(3)
+    # 27 shapes three times over (the same rows with other row lengths among them), then
+    # 70 more than the 64 kept
+    repeated = [(b, t, n) for b in (1, 2, 3) for t in (1, 2, 3) for n in (2, 3, 5)] * 3
+    fresh = [(1 + k % 9, 4 + (k // 9) % 5, 7 + k % 4) for k in range(70)]
+    for b, t, n in repeated + fresh:
+        args = [tj.from_numpy(rng.standard_normal(s).astype(np.float32))
+                for s in ((b, t, n), (b, t, 1), (n,))]
+        for got, want in zip(f(*args), g(*args)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=2e-6)
+    kernels = [k for k in gc_objects(numba_cpu.RowKernel) if k._layouts]
+    assert kernels and all(len(k._layouts) <= 64 for k in kernels)
+
+
+def gc_objects(kind):
+    import gc
+    return [o for o in gc.get_objects() if isinstance(o, kind)]
