@@ -549,3 +549,13 @@ def test_an_in_place_update_through_a_reshape_view_is_traced_into_its_base():
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
         np.testing.assert_allclose(got_grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-5)
     assert traced.stats["eager_fallbacks"] == 0, traced.stats
+
+
+def test_an_integer_tensor_filled_with_a_traced_size_keeps_one_trace_for_every_size():
+    # masked_fill casts its value to the tensor's dtype: a size the trace keeps symbolic
+    # is an integer already, and is not made a constant (with a guard per size)
+    f = tj.trace(lambda x: x.masked_fill(x > 0, x.shape[0]), (tj.arange(4),))
+    for n in (4, 6, 9):
+        x = tj.arange(n) - 1
+        assert f(x).tolist() == [-1, 0] + [n] * (n - 2)
+    assert len(f.traces) == 1

@@ -992,7 +992,8 @@ def masked_fill(input, mask, value):
             value = value.to(d)
     elif isinstance(value, complex):  # (tracejit has no complex dtypes)
         raise RuntimeError(f"value cannot be converted to type {d.name} without overflow")
-    elif d.category < 2 and not isinstance(value, bool if d.category == 0 else int):
+    elif d.category < 2 and not isinstance(value, bool if d.category == 0 else (int, SymInt)):
+        # (a size a trace keeps symbolic stays so: an integer already)
         try:
             value = bool(value) if d.category == 0 else int(value)
         except (ValueError, OverflowError, TypeError):
