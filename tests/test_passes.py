@@ -354,3 +354,12 @@ def test_a_sum_of_products_as_long_as_a_long_loop_is_still_one_product():
 
     kept = dce(simplify(recorded(shared, hs[:4], tj.randn(3, 4))))
     assert ops(kept).count("matmul") == 4
+
+
+def test_symbols_are_renamed_in_one_pass_by_whole_names():
+    from tracejit.core.symbolic import rename_symbols
+
+    # s1 inside s12 is not s1; a name that is itself a symbol is not renamed again
+    assert rename_symbols("s1 * s12 + (s2 // 2)", {"s1": "B", "s12": "s1", "s2": "x.shape[0]"}) \
+        == "B * s1 + (x.shape[0] // 2)"
+    assert rename_symbols("u3 - 1", {}) == "u3 - 1"

@@ -14,7 +14,7 @@ import numpy as np
 from ..core.modes import STATE
 from ..core.errors import ScriptError
 from ..ir.graph import BIND, GUARD, SIZE, Graph, Value
-from ..core.symbolic import decide, has_sym, hint_of, map_leaves, SymInt
+from ..core.symbolic import decide, has_sym, hint_of, map_leaves, rename_symbols, SymInt
 from ..ops import OPS
 from ..ops.registry import AVal
 from ..tensor.dispatch import apply, apply_inplace, user_frame
@@ -45,10 +45,7 @@ class ShapeGuard:
 
     def describe(self, names: dict) -> str:
         op = self.op if self.expected else _NEGATE[self.op]
-        text = f"{self.lhs} {op} {self.rhs}"
-        for sym in sorted(names, key=len, reverse=True):
-            text = text.replace(sym, names[sym])
-        return f"sizes: {text}"
+        return f"sizes: {rename_symbols(f'{self.lhs} {op} {self.rhs}', names)}"
 
 
 class Scope:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .structural import BIND, CONTROL, FUSED, GUARD, IF, LIST_LEN, LIST_STACK, RAISE, SIZE
 from .values import Value
-from ..core.symbolic import SymInt
+from ..core.symbolic import SymInt, rename_symbols
 
 if TYPE_CHECKING:  # (the graph prints through this module)
     from .graph import Graph
@@ -18,10 +18,7 @@ if TYPE_CHECKING:  # (the graph prints through this module)
 
 def _dim(d, names: dict) -> str:
     if isinstance(d, SymInt):
-        src = d.source()
-        for sym in sorted(names, key=len, reverse=True):
-            src = src.replace(sym, names[sym])
-        return src.replace(" ", "")
+        return rename_symbols(d.source(), names).replace(" ", "")
     return str(d)
 
 
