@@ -360,7 +360,8 @@ def _fills(lib, name):
     x = (lib.arange(6).reshape(2, 3) - 2).to(getattr(lib, name))
     outs = [x.masked_fill(m, -1.0), x.masked_fill(m, 2), x.masked_fill(m, 2.7),
             x.masked_fill(m, lib.tensor(1.25)), lib.where(m, x, 3.0), lib.where(m, -0.3, x),
-            lib.clamp(x, 0.3, 2), lib.clamp(x, 2, 0.5), x.clamp(min=-1.5)]
+            lib.clamp(x, 0.3, 2), lib.clamp(x, 2, 0.5), x.clamp(min=-1.5),
+            lib.where(m, 1.5, -2.5), lib.where(m, 1, 2.5)]  # (two numbers: the default dtype)
     return [(str(o.dtype).split(".")[-1], o.double().numpy().tolist()) for o in outs]
 
 

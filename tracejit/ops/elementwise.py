@@ -140,12 +140,16 @@ def _infer_clamp(x, min=None, max=None):
 
 
 def _where(cond, a, b, out=None):
-    # np.where takes a Python number beside a bfloat16 array as float32 (ml_dtypes has
-    # no weak scalars there): the number is bfloat16 here, as the dtype rule says
-    if type(a) is not np.ndarray and type(b) is np.ndarray and b.dtype.kind == "V":
+    # Python numbers take the dtype the rule gives them, where np.where would not: beside
+    # a bfloat16 array it takes one as float32 (ml_dtypes has no weak scalars there), and
+    # two floats are float64 to it (PyTorch's default dtype, float32, to the rule)
+    a_array, b_array = type(a) is np.ndarray, type(b) is np.ndarray
+    if b_array and not a_array and b.dtype.kind == "V":
         a = np.asarray(a, b.dtype)
-    elif type(b) is not np.ndarray and type(a) is np.ndarray and a.dtype.kind == "V":
+    elif a_array and not b_array and a.dtype.kind == "V":
         b = np.asarray(b, a.dtype)
+    elif not (a_array or b_array) and (type(a) is float or type(b) is float):
+        a, b = np.asarray(a, dt.default_float.np), np.asarray(b, dt.default_float.np)
     return np.where(cond, a, b)
 
 

@@ -406,11 +406,7 @@ class _Views(list):
             self.limit = 2 * len(self) + 8
 
     def alive(self):
-        return [v for v in map(_call, self) if v is not None]
-
-
-def _call(ref):
-    return ref()
+        return [v for r in self if (v := r()) is not None]
 
 
 _weakref = weakref.ref
